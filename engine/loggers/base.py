@@ -1,0 +1,24 @@
+"""The logger interface every tracking backend implements (console, file, wandb, dashboard, ...).
+
+The trainer calls, once per step: `log_metrics(step, metrics)` with flat verl-style keys
+(`critic/score/mean`, `actor/pg_loss`, ...) and `log_samples(step, samples)` with one dict per rollout
+(see `engine.trainer.samples` for the fields). `log_status` reports run-level events (started, finished,
+failed with an error message). `close()` flushes; it must be safe to call twice.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class Logger:
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:  # pragma: no cover - interface
+        pass
+
+    def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
+        pass
+
+    def log_status(self, status: str, **fields: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

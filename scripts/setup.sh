@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One virtual environment at .venv/ (reused when present), the project installed into it.
+# On a machine without an NVIDIA GPU the CPU build torch==2.13.0 is installed first, so that no
+# multi-GB CUDA build is ever pulled in by a plain "torch" requirement.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.rlstudio-setup
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    .venv/bin/python -m pip install -q "torch==2.13.0"
+  fi
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
