@@ -1,0 +1,16 @@
+"""Run configuration: one typed schema (schema.py) used by the CLI, the API and the UI form."""
+from engine.config.loader import all_keys, build_config, flatten, validate_tree
+from engine.config.overrides import ConfigError, parse_overrides
+from engine.config.resolve import world_size
+from engine.config.schema import PPOConfig
+
+
+def json_schema() -> dict:
+    """The JSON Schema of a run config (the backend validates with it, the UI renders its form from it)."""
+    schema = PPOConfig.model_json_schema()
+    schema["title"] = "rlstudio run config"
+    return schema
+
+
+__all__ = ["PPOConfig", "ConfigError", "build_config", "validate_tree", "json_schema", "parse_overrides",
+           "all_keys", "flatten", "world_size"]

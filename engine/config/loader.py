@@ -1,0 +1,202 @@
+"""Building a validated PPOConfig from defaults, a named config file and `key=value` overrides.
+
+Errors are ConfigError with a message that names the key and the fix: unknown keys get the closest
+valid keys, wrong types get the key, the expected type and the value given.
+"""
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from engine.config.overrides import ConfigError, Override, parse_overrides
+from engine.config.schema import Extensible, PPOConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+# ------------------------------------------------------------------------------------ schema walking
+def _section_type(annotation) -> type[BaseModel] | None:
+    """The pydantic model behind a field annotation (unwrapping Optional), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _section_type(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_dict_field(annotation) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return True
+    return any(_is_dict_field(a) for a in typing.get_args(annotation))
+
+
+def all_keys(model: type[BaseModel] = PPOConfig, prefix: str = "") -> list[str]:
+    """Every leaf key of the schema in dotted form (`actor_rollout_ref.actor.optim.lr`, ...)."""
+    keys = []
+    for name, field in model.model_fields.items():
+        sub = _section_type(field.annotation)
+        dotted = f"{prefix}{name}"
+        if sub is not None:
+            keys.extend(all_keys(sub, dotted + "."))
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def _lookup(key: str) -> tuple[str, Any]:
+    """Classify a dotted key: ('leaf'|'section'|'dict'|'extensible'|'unknown', detail)."""
+    model: type[BaseModel] = PPOConfig
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            return ("extensible", None) if issubclass(model, Extensible) else ("unknown", None)
+        sub = _section_type(field.annotation)
+        last = i == len(parts) - 1
+        if sub is None:
+            if not last:
+                return ("dict", None) if _is_dict_field(field.annotation) else ("unknown", None)
+            return "leaf", field
+        if last:
+            return "section", sub
+        model = sub
+    return "unknown", None
+
+
+def suggest(key: str, n: int = 3) -> list[str]:
+    keys = all_keys()
+    close = difflib.get_close_matches(key, keys, n=n, cutoff=0.5)
+    last = key.split(".")[-1]
+    same_leaf = [k for k in keys if k.split(".")[-1] == last and k not in close]
+    return (close + same_leaf)[:n] or difflib.get_close_matches(key, keys, n=n, cutoff=0.0)
+
+
+# ------------------------------------------------------------------------------------ tree utilities
+def _set(tree: dict, key: str, value: Any) -> None:
+    node = tree
+    parts = key.split(".")
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            node[part] = nxt
+        node = nxt
+    node[parts[-1]] = value
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ------------------------------------------------------------------------------------------- checking
+def check_keys(overrides: list[Override]) -> None:
+    for o in overrides:
+        kind, _ = _lookup(o.key)
+        if kind == "unknown" or (kind == "extensible" and not o.add):
+            hint = suggest(o.key)
+            msg = f"Unknown config key '{o.key}'."
+            if hint:
+                msg += " Did you mean: " + ", ".join(hint) + "?"
+            if kind == "extensible":
+                msg += f" To add a new key to this section, write '+{o.key}=...'."
+            raise ConfigError(msg)
+        if kind == "section" and not isinstance(o.value, dict) and o.value is not None:
+            raise ConfigError(f"'{o.key}' is a section, not a value; set one of its keys, e.g. "
+                              f"{', '.join(k for k in all_keys() if k.startswith(o.key + '.'))[:200]}.")
+
+
+def _describe_type(err: dict) -> str:
+    kind = err.get("type", "")
+    names = {"int_parsing": "an integer", "int_type": "an integer", "float_parsing": "a number",
+             "float_type": "a number", "bool_parsing": "true or false", "bool_type": "true or false",
+             "string_type": "a string", "list_type": "a list like [a,b]", "dict_type": "a mapping like {a:1}",
+             "int_from_float": "an integer"}
+    if kind in names:
+        return names[kind]
+    if kind == "literal_error":
+        return "one of " + str(err.get("ctx", {}).get("expected", ""))
+    return err.get("msg", "a valid value")
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    lines = []
+    seen = set()
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
+        # Union members add their type name to the location (e.g. 'list[str]'): drop those parts.
+        loc = [p for p in loc if "[" not in p and p not in ("str", "int", "float", "bool", "none")]
+        key = prefix + ".".join(loc)
+        if key in seen:
+            continue
+        seen.add(key)
+        if err["type"] == "extra_forbidden":
+            hint = suggest(key)
+            lines.append(f"Unknown config key '{key}'." + (f" Did you mean: {', '.join(hint)}?" if hint else ""))
+        elif err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            lines.append(f"Invalid value for '{key}': {err['msg'].lower()}, got {err.get('input')!r}.")
+        else:
+            lines.append(f"Invalid value for '{key}': expected {_describe_type(err)}, got {err.get('input')!r}.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- public
+def load_named_config(name: str, config_path: str | None = None) -> dict:
+    directory = Path(config_path) if config_path else CONFIG_DIR
+    path = directory / (name if name.endswith(".yaml") else f"{name}.yaml")
+    if not path.exists():
+        available = sorted(p.stem for p in directory.glob("*.yaml"))
+        raise ConfigError(f"Config '{name}' not found in {directory}. Available: {', '.join(available) or 'none'}.")
+    tree = yaml.safe_load(path.read_text()) or {}
+    tree.pop("defaults", None)
+    return tree
+
+
+def build_config(overrides: list[str] | None = None, config_name: str | None = None,
+                 config_path: str | None = None, base: dict | None = None) -> PPOConfig:
+    """Defaults <- named config <- base dict <- overrides, validated and resolved."""
+    tree: dict = {}
+    if config_name:
+        file_tree = load_named_config(config_name, config_path)
+        check_keys([Override(k, v, add=False) for k, v in flatten(file_tree).items()])
+        tree = _merge(tree, file_tree)
+    if base:
+        tree = _merge(tree, base)
+    parsed = parse_overrides(overrides or [])
+    check_keys(parsed)
+    for o in parsed:
+        _set(tree, o.key, o.value)
+    return validate_tree(tree)
+
+
+def validate_tree(tree: dict) -> PPOConfig:
+    try:
+        cfg = PPOConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+    from engine.config.resolve import resolve
+
+    return resolve(cfg)

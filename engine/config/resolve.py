@@ -1,0 +1,113 @@
+"""Derived defaults (verl's `${...}` interpolations) and cross-field checks, done once before any
+worker starts so that a bad combination fails in a second with a message naming the keys."""
+from __future__ import annotations
+
+from engine.config.overrides import ConfigError
+from engine.config.schema import PPOConfig
+
+NEEDS_GROUPS = {"grpo", "rloo", "reinforce_plus_plus_baseline"}
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    for d in range(min(n, cap), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def world_size(cfg: PPOConfig) -> int:
+    return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+
+
+def resolve(cfg: PPOConfig) -> PPOConfig:
+    cfg = cfg.model_copy(deep=True)
+    data, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
+    actor, rollout, ref, critic = arr.actor, arr.rollout, arr.ref, cfg.critic
+    n = rollout.n
+    world = world_size(cfg)
+
+    if isinstance(tr.logger, str):
+        tr.logger = [tr.logger]
+    if rollout.name == "naive":  # verl's old name of the HF rollout
+        rollout.name = "hf"
+    rollout.prompt_length = rollout.prompt_length or data.max_prompt_length
+    rollout.response_length = rollout.response_length or data.max_response_length
+    if tr.default_local_dir is None:
+        tr.default_local_dir = f"checkpoints/{tr.project_name}/{tr.experiment_name}"
+
+    for optim in (actor.optim, critic.optim):
+        if optim.lr_scheduler_type:
+            optim.warmup_style = optim.lr_scheduler_type
+    if actor.clip_ratio_low is None:
+        actor.clip_ratio_low = actor.clip_ratio
+    if actor.clip_ratio_high is None:
+        actor.clip_ratio_high = actor.clip_ratio
+
+    # KL: verl ignores kl_ctrl.kl_coef unless use_kl_in_reward=True. "auto" turns it on for PPO with a
+    # critic when no KL loss is used, so the coefficient a user sets actually constrains the policy.
+    if alg.use_kl_in_reward is None:
+        alg.use_kl_in_reward = alg.adv_estimator == "gae" and not actor.use_kl_loss
+
+    if critic.enable is None:
+        critic.enable = alg.adv_estimator == "gae"
+    if alg.adv_estimator == "gae" and not critic.enable:
+        raise ConfigError("algorithm.adv_estimator=gae needs a critic: remove critic.enable=False or choose "
+                          "algorithm.adv_estimator=grpo.")
+    if alg.adv_estimator in NEEDS_GROUPS and n < 2:
+        raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of the same prompt: set "
+                          f"actor_rollout_ref.rollout.n to 2 or more (e.g. 8); it is {n}.")
+    critic.model.path = critic.model.path or arr.model.path
+    critic.ppo_mini_batch_size = critic.ppo_mini_batch_size or actor.ppo_mini_batch_size
+    critic.ppo_epochs = critic.ppo_epochs or actor.ppo_epochs
+    critic.rollout_n = n
+
+    # ---- batch sizes: everything must split evenly over the data-parallel workers -----------------
+    bsz = data.train_batch_size
+    if actor.ppo_mini_batch_size > bsz:
+        raise ConfigError(f"actor_rollout_ref.actor.ppo_mini_batch_size ({actor.ppo_mini_batch_size}) is larger "
+                          f"than data.train_batch_size ({bsz}); make it at most {bsz}.")
+    if bsz % actor.ppo_mini_batch_size:
+        raise ConfigError(f"data.train_batch_size ({bsz}) must be a multiple of "
+                          f"actor_rollout_ref.actor.ppo_mini_batch_size ({actor.ppo_mini_batch_size}).")
+    if (bsz * n) % world:
+        raise ConfigError(f"data.train_batch_size × rollout.n = {bsz * n} sequences cannot be split evenly over "
+                          f"{world} workers (trainer.nnodes × trainer.n_gpus_per_node); change one of them.")
+    for role, mini in (("actor_rollout_ref.actor", actor.ppo_mini_batch_size),
+                       ("critic", critic.ppo_mini_batch_size)):
+        if (mini * n) % world:
+            raise ConfigError(f"{role}.ppo_mini_batch_size × rollout.n = {mini * n} sequences cannot be split "
+                              f"evenly over {world} workers; make it a multiple of {world}.")
+    per_worker_mini = actor.ppo_mini_batch_size * n // world
+    if actor.ppo_micro_batch_size_per_gpu is None:
+        if actor.ppo_micro_batch_size:
+            actor.ppo_micro_batch_size_per_gpu = max(1, actor.ppo_micro_batch_size // world)
+        else:
+            actor.ppo_micro_batch_size_per_gpu = _largest_divisor_at_most(per_worker_mini, 16)
+    if not actor.use_dynamic_bsz and per_worker_mini % actor.ppo_micro_batch_size_per_gpu:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({actor.ppo_micro_batch_size_per_gpu}) must "
+            f"divide the per-worker mini-batch (ppo_mini_batch_size × rollout.n / workers = {per_worker_mini}).")
+    for section in (rollout, ref):
+        if section.log_prob_micro_batch_size_per_gpu is None:
+            section.log_prob_micro_batch_size_per_gpu = (
+                max(1, section.log_prob_micro_batch_size // world) if section.log_prob_micro_batch_size
+                else actor.ppo_micro_batch_size_per_gpu)
+    critic_per_worker = critic.ppo_mini_batch_size * n // world
+    if critic.ppo_micro_batch_size_per_gpu is None:
+        critic.ppo_micro_batch_size_per_gpu = (
+            max(1, critic.ppo_micro_batch_size // world) if critic.ppo_micro_batch_size
+            else _largest_divisor_at_most(critic_per_worker, actor.ppo_micro_batch_size_per_gpu))
+    if critic.enable and not critic.use_dynamic_bsz and critic_per_worker % critic.ppo_micro_batch_size_per_gpu:
+        raise ConfigError(f"critic.ppo_micro_batch_size_per_gpu ({critic.ppo_micro_batch_size_per_gpu}) must divide "
+                          f"the per-worker critic mini-batch ({critic_per_worker}).")
+    if critic.forward_micro_batch_size_per_gpu is None:
+        critic.forward_micro_batch_size_per_gpu = (
+            max(1, critic.forward_micro_batch_size // world) if critic.forward_micro_batch_size
+            else critic.ppo_micro_batch_size_per_gpu)
+
+    if tr.resume_mode == "resume_path" and not tr.resume_from_path:
+        raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<checkpoint dir>.")
+    if rollout.tensor_model_parallel_size > world:
+        raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size "
+                          f"({rollout.tensor_model_parallel_size}) exceeds the {world} workers.")
+    return cfg

@@ -1,0 +1,375 @@
+"""The one typed schema of a training run's configuration.
+
+The CLI validates overrides with it, the backend validates API payloads with its JSON Schema, and the
+UI builds its form from that JSON Schema. Keys and defaults follow verl's `ppo_trainer.yaml`; where we
+chose a different default it says so in `description` and in the README ("Defaults that differ").
+
+Fields left `None` that verl fills by interpolation (e.g. `critic.ppo_mini_batch_size` =
+`${actor_rollout_ref.actor.ppo_mini_batch_size}`) are resolved in `engine.config.resolve`.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form.
+ESSENTIAL = {"x-essential": True}
+
+
+class Section(BaseModel):
+    # Unknown keys are errors (the CLI turns them into "did you mean" messages); assignments re-validate.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Extensible(Section):
+    """A section that accepts new keys added with Hydra's `+key=value` (stored, passed through)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+
+# ---------------------------------------------------------------------------------------------- data
+class CustomClass(Section):
+    path: Optional[str] = None
+    name: Optional[str] = None
+
+
+class DataConfig(Section):
+    tokenizer: Optional[str] = Field(None, description="Tokenizer path; default: the actor model's.")
+    train_files: Union[str, list[str]] = Field(
+        "~/data/gsm8k/train.parquet", description="Training prompts: parquet or jsonl, one path or a list.",
+        json_schema_extra=ESSENTIAL)
+    val_files: Union[str, list[str], None] = Field(
+        "~/data/gsm8k/test.parquet", description="Validation prompts (parquet or jsonl).", json_schema_extra=ESSENTIAL)
+    prompt_key: str = "prompt"
+    reward_fn_key: str = "data_source"
+    max_prompt_length: int = Field(512, ge=1, json_schema_extra=ESSENTIAL)
+    max_response_length: int = Field(512, ge=1, json_schema_extra=ESSENTIAL)
+    train_batch_size: int = Field(1024, ge=1, description="Prompts per training step.", json_schema_extra=ESSENTIAL)
+    val_batch_size: Optional[int] = Field(None, description="Validation prompts per generation call; None = all.")
+    return_raw_input_ids: bool = False
+    return_raw_chat: bool = False
+    return_full_prompt: bool = False
+    shuffle: bool = True
+    seed: int = 1
+    validation_shuffle: bool = False
+    filter_overlong_prompts: bool = False
+    filter_overlong_prompts_workers: int = 1
+    truncation: Literal["error", "left", "right", "middle"] = "error"
+    trust_remote_code: bool = False
+    dataloader_num_workers: int = 0
+    use_shm: bool = False
+    image_key: str = "images"
+    custom_cls: CustomClass = Field(default_factory=CustomClass)
+    val_max_samples: Optional[int] = Field(None, ge=1, description="Use only the first N validation prompts.")
+
+
+# ------------------------------------------------------------------------------------- model / fsdp
+class WrapPolicy(Section):
+    min_num_params: int = 0
+    transformer_layer_cls_to_wrap: Optional[list[str]] = None
+
+
+class FSDPConfig(Section):
+    wrap_policy: WrapPolicy = Field(default_factory=WrapPolicy)
+    param_offload: bool = False
+    optimizer_offload: bool = False
+    offload_policy: bool = False
+    reshard_after_forward: bool = True
+    fsdp_size: int = -1
+    forward_prefetch: bool = False
+    model_dtype: Optional[Literal["float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]] = Field(
+        None, description="Dtype of the sharded master weights; default fp32 (actor/critic), bf16 for the "
+                          "reference on GPU.")
+    mixed_precision: Optional[dict[str, Any]] = None
+
+
+class ModelConfig(Extensible):
+    path: str = Field("~/models/Qwen2.5-0.5B-Instruct", description="HF model directory (or hub id when online).",
+                      json_schema_extra=ESSENTIAL)
+    custom_chat_template: Optional[str] = None
+    external_lib: Optional[str] = None
+    override_config: dict[str, Any] = Field(default_factory=dict)
+    enable_gradient_checkpointing: bool = True
+    enable_activation_offload: bool = False
+    use_remove_padding: bool = False
+    use_liger: bool = False
+    use_fused_kernels: bool = False
+    trust_remote_code: bool = False
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    target_modules: Union[str, list[str]] = "all-linear"
+
+
+class CheckpointConfig(Section):
+    contents: list[str] = Field(default_factory=lambda: ["model", "optimizer", "extra"])
+    save_contents: Optional[list[str]] = None
+    load_contents: Optional[list[str]] = None
+
+
+class OptimConfig(Section):
+    lr: float = Field(1e-6, gt=0, json_schema_extra=ESSENTIAL)
+    lr_warmup_steps: int = -1
+    lr_warmup_steps_ratio: float = Field(0.0, ge=0, le=1)
+    min_lr_ratio: Optional[float] = 0.0
+    num_cycles: float = 0.5
+    warmup_style: Literal["constant", "cosine", "linear"] = "constant"
+    lr_scheduler_type: Optional[Literal["constant", "cosine", "linear"]] = Field(
+        None, description="Newer verl name of warmup_style; wins when set.")
+    total_training_steps: int = -1
+    weight_decay: float = 0.01
+    betas: list[float] = Field(default_factory=lambda: [0.9, 0.999])
+    clip_grad: Optional[float] = None
+
+
+class PolicyLossConfig(Section):
+    loss_mode: Literal["vanilla"] = "vanilla"
+
+
+class ActorConfig(Section):
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    ppo_mini_batch_size: int = Field(256, ge=1, description="Prompts per optimizer step (× rollout.n sequences).",
+                                     json_schema_extra=ESSENTIAL)
+    ppo_micro_batch_size: Optional[int] = Field(None, description="Deprecated global micro batch; use _per_gpu.")
+    ppo_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1, json_schema_extra=ESSENTIAL)
+    use_dynamic_bsz: bool = False
+    ppo_max_token_len_per_gpu: int = 16384
+    grad_clip: float = 1.0
+    clip_ratio: float = 0.2
+    clip_ratio_low: Optional[float] = None
+    clip_ratio_high: Optional[float] = None
+    clip_ratio_c: float = 3.0
+    policy_loss: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = \
+        "token-mean"
+    entropy_coeff: float = 0.0
+    entropy_from_logits_with_chunking: bool = False
+    use_kl_loss: bool = Field(False, description="KL to the reference as a loss term (GRPO style).",
+                              json_schema_extra=ESSENTIAL)
+    use_torch_compile: bool = False
+    kl_loss_coef: float = Field(0.001, ge=0, json_schema_extra=ESSENTIAL)
+    kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
+    ppo_epochs: int = Field(1, ge=1)
+    shuffle: bool = False
+    ulysses_sequence_parallel_size: int = 1
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+
+
+class RefConfig(Section):
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+    use_torch_compile: bool = False
+    log_prob_micro_batch_size: Optional[int] = None
+    log_prob_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
+    log_prob_use_dynamic_bsz: bool = False
+    log_prob_max_token_len_per_gpu: int = 16384
+    ulysses_sequence_parallel_size: int = 1
+
+
+class ValKwargs(Section):
+    top_k: int = -1
+    top_p: float = 1.0
+    temperature: float = 0.0
+    n: int = 1
+    do_sample: bool = False
+
+
+class EngineKwargs(Extensible):
+    vllm: dict[str, Any] = Field(default_factory=dict)
+    sglang: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutConfig(Extensible):
+    name: Literal["hf", "naive", "vllm"] = Field(
+        "hf", description="Generation backend: hf (transformers generate; 'naive' is an alias) or vllm.",
+        json_schema_extra=ESSENTIAL)
+    mode: Literal["sync", "async"] = "sync"
+    temperature: float = Field(1.0, ge=0)
+    top_k: int = -1
+    top_p: float = Field(1.0, gt=0, le=1)
+    do_sample: bool = True
+    n: int = Field(1, ge=1, description="Samples per prompt (GRPO group size).", json_schema_extra=ESSENTIAL)
+    prompt_length: Optional[int] = None
+    response_length: Optional[int] = None
+    dtype: Literal["bfloat16", "float16", "float32", "auto"] = "bfloat16"
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)
+    ignore_eos: bool = False
+    enforce_eager: bool = True
+    free_cache_engine: bool = True
+    load_format: str = "dummy_dtensor"
+    layered_summon: bool = False
+    tensor_model_parallel_size: int = Field(1, ge=1)
+    max_num_batched_tokens: int = 8192
+    max_model_len: Optional[int] = None
+    max_num_seqs: int = 1024
+    log_prob_micro_batch_size: Optional[int] = None
+    log_prob_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
+    log_prob_use_dynamic_bsz: bool = False
+    log_prob_max_token_len_per_gpu: int = 16384
+    disable_log_stats: bool = True
+    enable_chunked_prefill: bool = True
+    calculate_log_probs: bool = False
+    engine_kwargs: EngineKwargs = Field(default_factory=EngineKwargs)
+    val_kwargs: ValKwargs = Field(default_factory=ValKwargs)
+    min_new_tokens: int = Field(0, ge=0, description="Force at least this many response tokens (benchmarks).")
+
+
+class ActorRolloutRefConfig(Section):
+    hybrid_engine: bool = True
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    actor: ActorConfig = Field(default_factory=ActorConfig)
+    ref: RefConfig = Field(default_factory=RefConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+
+
+# -------------------------------------------------------------------------------------------- critic
+class CriticModelConfig(Extensible):
+    path: Optional[str] = Field(None, description="Critic backbone; default: the actor's model path.")
+    tokenizer_path: Optional[str] = None
+    override_config: dict[str, Any] = Field(default_factory=dict)
+    external_lib: Optional[str] = None
+    enable_gradient_checkpointing: bool = True
+    enable_activation_offload: bool = False
+    use_remove_padding: bool = False
+    trust_remote_code: bool = False
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    target_modules: Union[str, list[str]] = "all-linear"
+
+
+class CriticOptimConfig(OptimConfig):
+    lr: float = Field(1e-5, gt=0, json_schema_extra=ESSENTIAL)
+
+
+class CriticConfig(Section):
+    enable: Optional[bool] = Field(None, description="Default: on exactly when algorithm.adv_estimator=gae.")
+    rollout_n: Optional[int] = None
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    optim: CriticOptimConfig = Field(default_factory=CriticOptimConfig)
+    model: CriticModelConfig = Field(default_factory=CriticModelConfig)
+    ppo_mini_batch_size: Optional[int] = Field(None, description="Default: the actor's.")
+    ppo_micro_batch_size: Optional[int] = None
+    ppo_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
+    forward_micro_batch_size: Optional[int] = None
+    forward_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
+    use_dynamic_bsz: bool = False
+    ppo_max_token_len_per_gpu: int = 32768
+    forward_max_token_len_per_gpu: int = 32768
+    ulysses_sequence_parallel_size: int = 1
+    ppo_epochs: Optional[int] = Field(None, description="Default: the actor's.")
+    shuffle: bool = False
+    grad_clip: float = 1.0
+    cliprange_value: float = 0.5
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = \
+        "token-mean"
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+
+# -------------------------------------------------------------------------------------------- reward
+class RewardModelInner(Extensible):
+    input_tokenizer: Optional[str] = None
+    path: Optional[str] = None
+    external_lib: Optional[str] = None
+    use_remove_padding: bool = False
+    trust_remote_code: bool = False
+    fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
+
+
+class RewardModelConfig(Section):
+    enable: bool = False
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    model: RewardModelInner = Field(default_factory=RewardModelInner)
+    micro_batch_size: Optional[int] = None
+    micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
+    max_length: Optional[int] = None
+    ulysses_sequence_parallel_size: int = 1
+    use_dynamic_bsz: bool = False
+    forward_max_token_len_per_gpu: int = 32768
+    reward_manager: Literal["naive"] = "naive"
+    launch_reward_fn_async: bool = False
+
+
+class CustomRewardFunctionConfig(Section):
+    path: Optional[str] = Field(None, description="Python file with the reward function.")
+    name: str = "compute_score"
+    reward_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------- algorithm
+class KLControlConfig(Section):
+    type: Literal["fixed", "adaptive"] = "fixed"
+    kl_coef: float = Field(0.001, ge=0, json_schema_extra=ESSENTIAL)
+    horizon: int = Field(10000, ge=1)
+    target_kl: float = Field(0.1, gt=0)
+
+
+class AlgorithmConfig(Section):
+    gamma: float = 1.0
+    lam: float = 1.0
+    adv_estimator: Literal["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"] = \
+        Field("gae", description="gae = PPO with a critic; grpo/rloo/reinforce_plus_plus*/remax need no critic.",
+              json_schema_extra=ESSENTIAL)
+    norm_adv_by_std_in_grpo: bool = True
+    use_kl_in_reward: Optional[bool] = Field(
+        None, description="KL penalty in the reward, scaled by kl_ctrl.kl_coef. Default (None = auto): on for "
+                          "adv_estimator=gae when actor.use_kl_loss is off, so kl_ctrl.kl_coef constrains PPO "
+                          "(verl's default is False, which silently ignores kl_coef).",
+        json_schema_extra=ESSENTIAL)
+    kl_penalty: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "kl"
+    kl_ctrl: KLControlConfig = Field(default_factory=KLControlConfig)
+    use_pf_ppo: bool = False
+
+
+# ------------------------------------------------------------------------------------------- trainer
+class TrainerConfig(Extensible):
+    balance_batch: bool = True
+    total_epochs: int = Field(30, ge=1, json_schema_extra=ESSENTIAL)
+    total_training_steps: Optional[int] = Field(None, ge=1, json_schema_extra=ESSENTIAL)
+    project_name: str = "rlstudio"
+    experiment_name: str = "run"
+    logger: Union[list[str], str] = Field(default_factory=lambda: ["console"],
+                                          description="console, file, wandb, tensorboard, mlflow, dashboard.")
+    log_val_generations: int = 0
+    rollout_data_dir: Optional[str] = None
+    validation_data_dir: Optional[str] = None
+    nnodes: int = Field(1, ge=1, json_schema_extra=ESSENTIAL)
+    n_gpus_per_node: int = Field(1, ge=1, description="GPUs per node; on CPU the number of worker processes (verl: 8).",
+                                 json_schema_extra=ESSENTIAL)
+    save_freq: int = -1
+    resume_mode: Literal["auto", "disable", "resume_path"] = "auto"
+    resume_from_path: Optional[str] = None
+    val_before_train: bool = True
+    val_only: bool = False
+    test_freq: int = -1
+    critic_warmup: int = 0
+    default_hdfs_dir: Optional[str] = None
+    del_local_ckpt_after_load: bool = False
+    default_local_dir: Optional[str] = Field(
+        None, description="Checkpoints and file-logger output; default checkpoints/<project>/<experiment>.")
+    max_actor_ckpt_to_keep: Optional[int] = None
+    max_critic_ckpt_to_keep: Optional[int] = None
+    ray_wait_register_center_timeout: int = 300
+    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="auto = cuda when present, else cpu.")
+    seed: int = 1
+    export_hf_model: bool = Field(True, description="Write the final actor as an HF model directory.")
+    dashboard_url: Optional[str] = Field(None, description="Server URL for the dashboard logger.")
+
+
+class RayInitConfig(Section):
+    num_cpus: Optional[int] = None
+    address: Optional[str] = Field(None, description="Existing cluster; default: RAY_ADDRESS or a local Ray.")
+    timeline_json_file: Optional[str] = None
+
+
+class PPOConfig(Section):
+    data: DataConfig = Field(default_factory=DataConfig)
+    actor_rollout_ref: ActorRolloutRefConfig = Field(default_factory=ActorRolloutRefConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    reward_model: RewardModelConfig = Field(default_factory=RewardModelConfig)
+    custom_reward_function: CustomRewardFunctionConfig = Field(default_factory=CustomRewardFunctionConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    ray_init: RayInitConfig = Field(default_factory=RayInitConfig)
