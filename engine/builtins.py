@@ -1,0 +1,48 @@
+"""Built-in assets referenced from configs as `builtin:...`, prepared on first use in the cache
+(RLSTUDIO_CACHE, default ~/.cache/rlstudio):
+
+- `builtin:tiny`                 the project's tiny Qwen2-architecture model (engine.models.tiny)
+- `builtin:arith/train.parquet`  the synthetic arithmetic task (engine.data.arith), also test.parquet
+"""
+from __future__ import annotations
+
+import os
+
+PREFIX = "builtin:"
+
+
+def cache_dir() -> str:
+    return os.path.expanduser(os.environ.get("RLSTUDIO_CACHE", "~/.cache/rlstudio"))
+
+
+def resolve_path(value: str) -> str:
+    if not isinstance(value, str) or not value.startswith(PREFIX):
+        return value
+    name = value[len(PREFIX):]
+    if name in ("tiny", "tiny-model"):
+        from engine.models.tiny import ensure_tiny_model
+
+        return ensure_tiny_model(os.path.join(cache_dir(), "tiny-model"))
+    if name.startswith("arith/"):
+        from engine.data.arith import prepare_arith
+
+        directory = os.path.join(cache_dir(), "arith")
+        prepare_arith(directory)
+        return os.path.join(directory, name.split("/", 1)[1])
+    raise ValueError(f"Unknown built-in '{value}'. Known: builtin:tiny, builtin:arith/train.parquet, "
+                     f"builtin:arith/test.parquet.")
+
+
+def resolve_builtins(cfg) -> None:
+    """Replace every builtin: path in the config (model paths, data files) by a real local path."""
+    arr = cfg.actor_rollout_ref
+    arr.model.path = resolve_path(arr.model.path)
+    cfg.critic.model.path = resolve_path(cfg.critic.model.path)
+    if cfg.data.tokenizer:
+        cfg.data.tokenizer = resolve_path(cfg.data.tokenizer)
+    for key in ("train_files", "val_files"):
+        files = getattr(cfg.data, key)
+        if isinstance(files, list):
+            setattr(cfg.data, key, [resolve_path(f) for f in files])
+        elif files:
+            setattr(cfg.data, key, resolve_path(files))

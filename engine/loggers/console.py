@@ -1,0 +1,63 @@
+"""Console logger: one readable line per step and a tqdm progress bar with ETA."""
+from __future__ import annotations
+
+import math
+import sys
+
+from tqdm import tqdm
+
+from engine.loggers.base import Logger
+
+# (label, candidate metric keys in order of preference)
+COLUMNS = [
+    ("Score", ("critic/score/mean",)),
+    ("Actor Loss", ("actor/pg_loss",)),
+    ("Critic Loss", ("critic/vf_loss",)),
+    ("KL", ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")),
+    ("Resp Len", ("response_length/mean",)),
+    ("Step Time", ("timing_s/step",)),
+]
+
+
+def _fmt(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "nan"
+    if abs(value) >= 100 or value == int(value):
+        return f"{value:.1f}"
+    return f"{value:.4f}" if abs(value) < 1 else f"{value:.3f}"
+
+
+def format_step_line(step: int, metrics: dict[str, float]) -> str:
+    parts = [f"Epoch {int(metrics.get('training/epoch', 0)) + 1}", f"Step {step}"]
+    for label, keys in COLUMNS:
+        for key in keys:
+            if key in metrics:
+                unit = "s" if label == "Step Time" else ""
+                parts.append(f"{label}: {_fmt(metrics[key])}{unit}")
+                break
+    val = [f"{k.split('/')[1]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}" for k, v in metrics.items()
+           if k.startswith("val-core/")]
+    return " | ".join(parts + val)
+
+
+class ConsoleLogger(Logger):
+    def __init__(self, total_steps: int | None = None, stream=None, progress: bool = True):
+        self.stream = stream or sys.stdout
+        self.bar = tqdm(total=total_steps, desc="training", unit="step", dynamic_ncols=True,
+                        file=sys.stderr, disable=not progress, leave=False)
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        line = format_step_line(step, metrics)
+        if self.bar.disable:
+            print(line, file=self.stream, flush=True)
+        else:
+            self.bar.write(line, file=self.stream)
+            self.bar.n = step
+            self.bar.refresh()
+
+    def log_status(self, status: str, **fields) -> None:
+        extra = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+        print(f"[rlstudio] {status}{(' ' + extra) if extra else ''}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()

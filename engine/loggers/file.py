@@ -1,0 +1,40 @@
+"""File logger: JSON lines under trainer.default_local_dir, as verl's file logger writes them.
+
+metrics.jsonl: one {"step": N, "data": {key: value}} per step; samples.jsonl: one object per sample.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from engine.loggers.base import Logger
+
+
+def _clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
+    return value
+
+
+class FileLogger(Logger):
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.metrics = open(os.path.join(directory, "metrics.jsonl"), "a", encoding="utf-8")
+        self.samples = open(os.path.join(directory, "samples.jsonl"), "a", encoding="utf-8")
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        data = {k: _clean(v) for k, v in metrics.items()}
+        self.metrics.write(json.dumps({"step": step, "data": data}) + "\n")
+        self.metrics.flush()
+
+    def log_samples(self, step: int, samples: list[dict]) -> None:
+        for s in samples:
+            self.samples.write(json.dumps(s, default=str) + "\n")
+        self.samples.flush()
+
+    def close(self) -> None:
+        for f in (self.metrics, self.samples):
+            if not f.closed:
+                f.close()

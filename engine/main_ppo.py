@@ -1,0 +1,216 @@
+"""Entry point: `python -m engine.main_ppo [--config-name NAME] key=value ...` (verl's command line).
+
+Runs on one machine (starting a local Ray) or under `ray job submit` on an existing cluster.
+Every user mistake found before workers start ends with a one-paragraph message and exit code 2.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import torch
+
+from engine.config import ConfigError, PPOConfig, build_config, world_size
+
+
+class UserError(Exception):
+    """A problem the user fixes in the config or the data; printed without a traceback."""
+
+
+def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
+    name = path = None
+    rest = []
+    it = iter(range(len(argv)))
+    for i in it:
+        arg = argv[i]
+        for flag in ("--config-name", "--config-path", "-cn", "-cp"):
+            if arg == flag and i + 1 < len(argv):
+                value = argv[i + 1]
+                next(it, None)
+                break
+            if arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+                break
+        else:
+            rest.append(arg)
+            continue
+        if flag in ("--config-name", "-cn"):
+            name = value
+        else:
+            path = value
+    return name, path, rest
+
+
+def pick_device(cfg: PPOConfig) -> str:
+    if cfg.trainer.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg.trainer.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("trainer.device=cuda but no CUDA device is visible here; use trainer.device=cpu or auto.")
+    return cfg.trainer.device
+
+
+def prepare(cfg: PPOConfig):
+    """Everything that can fail because of the user's input, before any worker starts."""
+    from transformers import AutoTokenizer
+
+    from engine.builtins import resolve_builtins
+    from engine.data.dataset import PromptLoader, RLDataset
+    from engine.reward.manager import RewardManager
+    from engine.workers.fsdp import check_model_path
+
+    resolve_builtins(cfg)
+    arr = cfg.actor_rollout_ref
+    arr.model.path = check_model_path(arr.model.path, "actor_rollout_ref.model.path")
+    if cfg.critic.enable:
+        cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")
+    tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or arr.model.path),
+                                              trust_remote_code=arr.model.trust_remote_code)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    data = cfg.data
+    common = dict(prompt_key=data.prompt_key, max_prompt_length=data.max_prompt_length, truncation=data.truncation,
+                  filter_overlong_prompts=data.filter_overlong_prompts, reward_fn_key=data.reward_fn_key,
+                  chat_template=arr.model.custom_chat_template)
+    train_ds = RLDataset(data.train_files, tokenizer, **common)
+    val_ds = None
+    if data.val_files:
+        val_ds = RLDataset(data.val_files, tokenizer, **common)
+        if data.val_max_samples and data.val_max_samples < len(val_ds):
+            val_ds.items = val_ds.items[: data.val_max_samples]
+    loader = PromptLoader(train_ds, data.train_batch_size, shuffle=data.shuffle, seed=data.seed)
+    steps_per_epoch = len(loader)
+    total_steps = cfg.trainer.total_training_steps or steps_per_epoch * cfg.trainer.total_epochs
+
+    compute_score = None
+    crf = cfg.custom_reward_function
+    if crf.path:
+        from engine.reward.custom import load_custom_reward_fn
+
+        compute_score = load_custom_reward_fn(crf.path, crf.name, crf.reward_kwargs)
+    reward_fn = RewardManager(tokenizer, compute_score, data.reward_fn_key)
+    if cfg.reward_model.enable:
+        from engine.reward.reward_model import RewardModelScorer
+
+        rm_path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
+        reward_fn = ModelReward(reward_fn, RewardModelScorer(rm_path))
+    return tokenizer, loader, val_ds, reward_fn, total_steps
+
+
+class ModelReward:
+    """Reward from a reward model, added to the rule/custom score when both apply."""
+
+    def __init__(self, rule_reward, scorer):
+        self.rule_reward, self.scorer = rule_reward, scorer
+
+    def __call__(self, batch):
+        result = self.rule_reward(batch) if _has_rule(batch) else None
+        prompts = list(batch["prompt_text"])
+        texts = result.response_texts if result else self.rule_reward.tokenizer.batch_decode(
+            batch["responses"], skip_special_tokens=True)
+        rm_scores = self.scorer.score(prompts, texts)
+        from engine.reward.manager import RewardResult
+
+        mask = batch["response_mask"]
+        last = (mask.sum(-1) - 1).clamp(min=0)
+        scores = torch.zeros(mask.shape, dtype=torch.float32)
+        base = [0.0] * len(texts) if result is None else result.scores
+        total = [b + float(r) for b, r in zip(base, rm_scores)]
+        scores[torch.arange(len(texts)), last] = torch.tensor(total, dtype=torch.float32)
+        extra = dict(result.extra) if result else {}
+        extra["rm_score"] = [float(r) for r in rm_scores]
+        return RewardResult(scores, total, extra, texts)
+
+
+def _has_rule(batch) -> bool:
+    return "ground_truth" in batch and any(g is not None for g in batch["ground_truth"])
+
+
+def start_ray(cfg: PPOConfig) -> bool:
+    """Connect to an existing cluster (ray_init.address or RAY_ADDRESS, as under `ray job submit`), or start
+    a local one. Returns True when this process started Ray and so must stop it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
+    kwargs = dict(log_to_driver=True, logging_level="ERROR")
+    if address:
+        ray.init(address=address, **kwargs)
+        return False
+    ray.init(num_cpus=cfg.ray_init.num_cpus, include_dashboard=False, **kwargs)
+    return True
+
+
+def run(cfg: PPOConfig) -> None:
+    import ray
+
+    from engine.loggers import build_loggers
+    from engine.trainer.ppo_trainer import PPOTrainer
+    from engine.workers.worker import TrainWorker
+    from engine.workers.worker_group import WorkerGroup, plan_resources
+
+    device = pick_device(cfg)
+    cfg.trainer.device = device
+    tokenizer, loader, val_ds, reward_fn, total_steps = prepare(cfg)
+    val_reward_fn = reward_fn
+    logger = build_loggers(cfg, total_steps, progress=sys.stderr.isatty())
+    owns_ray = start_ray(cfg)
+    wg = None
+    try:
+        world = world_size(cfg)
+        resources = plan_resources(world, device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
+        wg = WorkerGroup(TrainWorker, world, resources, init_args=(cfg, total_steps, device, resources["num_cpus"]))
+        addr, port = wg.rank0_call("address")
+        uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
+        info = wg.all_call("init", addr, port, uses_ref)[0]
+        roles = ["actor", "rollout"] + (["reference"] if uses_ref else []) + (["critic"] if cfg.critic.enable else [])
+        logger.log_status("started", workers=world, device=device, roles="+".join(roles),
+                          total_steps=total_steps)
+        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, wg, logger, total_steps,
+                             device_name=info.get("device_name"), n_params=info.get("n_params"))
+        trainer.fit()
+        logger.log_status("succeeded", step=trainer.global_step)
+    except BaseException as exc:
+        logger.log_status("failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    finally:
+        logger.close()
+        if wg is not None:
+            try:
+                wg.all_call("shutdown")
+            except Exception:  # noqa: BLE001 - workers may already be gone
+                pass
+            wg.shutdown()
+        if owns_ray:
+            ray.shutdown()
+
+
+USER_ERRORS = (ConfigError, UserError, FileNotFoundError)
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    names = {"DataError", "RewardFunctionError", "ResourceError"}
+    return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    name, path, overrides = split_argv(argv)
+    try:
+        cfg = build_config(overrides, config_name=name, config_path=path)
+        run(cfg)
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001
+        if _is_user_error(exc):
+            print(f"Error: {exc}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

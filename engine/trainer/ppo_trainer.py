@@ -1,0 +1,236 @@
+"""The single-controller PPO/GRPO loop. It reads like the data flow:
+
+    prompts → Rollout (generate) → Reward (score) → Actor (old log-probs) → Reference (ref log-probs)
+            → Critic (values) → advantages → Critic update → Actor update → log
+
+Every call on a role goes through the worker group, which splits the batch over the data-parallel
+workers and joins the results.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import uuid
+from collections import defaultdict
+
+import torch
+
+from engine.algos.advantages import compute_advantage
+from engine.algos.kl import apply_kl_penalty, make_kl_controller
+from engine.config.resolve import world_size
+from engine.protocol import Batch
+from engine.trainer import checkpointing
+from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
+from engine.trainer.samples import build_samples, group_advantage_stats
+
+
+@contextlib.contextmanager
+def timed(name: str, timings: dict[str, float]):
+    start = time.perf_counter()
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+
+class PPOTrainer:
+    def __init__(self, cfg, tokenizer, train_loader, val_dataset, reward_fn, val_reward_fn, worker_group, logger,
+                 total_steps: int, device_name: str | None = None, n_params: int | None = None):
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.train_loader = train_loader
+        self.val_dataset = val_dataset
+        self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
+        self.wg = worker_group
+        self.logger = logger
+        self.total_steps = total_steps
+        self.world = world_size(cfg)
+        self.device_name = device_name
+        self.n_params = n_params
+        alg = cfg.algorithm
+        self.use_critic = bool(cfg.critic.enable)
+        self.use_reference = alg.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss
+        self.kl_ctrl = make_kl_controller(alg.kl_ctrl.type, alg.kl_ctrl.kl_coef, alg.kl_ctrl.target_kl,
+                                          alg.kl_ctrl.horizon) if alg.use_kl_in_reward else None
+        self.global_step = 0
+        self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
+
+    # ---- one training step ---------------------------------------------------------------------------
+    def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
+        cfg, alg = self.cfg, self.cfg.algorithm
+        n = cfg.actor_rollout_ref.rollout.n
+        timings: dict[str, float] = {}
+        metrics: dict[str, float] = {}
+        worker_metrics: dict[str, list[float]] = defaultdict(list)
+
+        def merge(m):
+            for k, v in m.items():
+                worker_metrics[k].extend(v)
+
+        with timed("step", timings):
+            # one uid per prompt; its n samples share it (GRPO groups)
+            prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
+            prompts = prompts.repeat_interleave(n)
+            prompts.info["global_step"] = self.global_step
+
+            with timed("gen", timings):
+                batch, m = self.wg.dp_call("generate_sequences", prompts)
+            if alg.adv_estimator == "remax":
+                with timed("gen_max", timings):
+                    baseline, _ = self.wg.dp_call("generate_sequences", prompts, validate=True)
+                    batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
+            batch.info["global_step"] = self.global_step
+
+            with timed("reward", timings):
+                reward = self.reward_fn(batch)
+                batch.tensors["token_level_scores"] = reward.token_level_scores
+
+            with timed("old_log_prob", timings):
+                out, m = self.wg.dp_call("compute_log_prob", batch)
+                batch = batch.union(out)
+                merge(m)
+
+            if self.use_reference:
+                with timed("ref", timings):
+                    out, _ = self.wg.dp_call("compute_ref_log_prob", batch)
+                    batch = batch.union(out)
+
+            if self.use_critic:
+                with timed("values", timings):
+                    out, _ = self.wg.dp_call("compute_values", batch)
+                    batch = batch.union(out)
+
+            with timed("adv", timings):
+                mask = batch["response_mask"].float()
+                if alg.use_kl_in_reward:
+                    rewards, kl_metrics = apply_kl_penalty(batch["token_level_scores"], batch["old_log_probs"],
+                                                           batch["ref_log_prob"], mask, self.kl_ctrl, alg.kl_penalty)
+                    batch.tensors["token_level_rewards"] = rewards
+                    metrics.update(kl_metrics)
+                else:
+                    batch.tensors["token_level_rewards"] = batch["token_level_scores"]
+                advantages, returns = compute_advantage(
+                    alg.adv_estimator, token_level_rewards=batch["token_level_rewards"], response_mask=mask,
+                    values=batch.tensors.get("values"), index=batch["uid"], gamma=alg.gamma, lam=alg.lam,
+                    norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo,
+                    reward_baselines=batch.tensors.get("reward_baselines"))
+                batch.tensors["advantages"] = advantages
+                batch.tensors["returns"] = returns
+
+            if self.use_critic:
+                with timed("update_critic", timings):
+                    _, m = self.wg.dp_call("update_critic", batch)
+                    merge(m)
+
+            if self.global_step >= cfg.trainer.critic_warmup:
+                with timed("update_actor", timings):
+                    _, m = self.wg.dp_call("update_actor", batch)
+                    merge(m)
+
+        metrics.update(reduce_worker_metrics(worker_metrics))
+        metrics.update(data_metrics(batch, self.use_critic, cfg.actor_rollout_ref.rollout.response_length))
+        metrics.update(group_advantage_stats(batch))
+        metrics.update(timing_metrics(timings, batch))
+        metrics.update(throughput_metrics(timings, batch, self.world))
+        if "update_actor" in timings and self.n_params:
+            tokens = int(batch["attention_mask"].sum().item()) * cfg.actor_rollout_ref.actor.ppo_epochs
+            value = mfu(self.n_params, tokens, timings["update_actor"], self.device_name, self.world)
+            if value is not None:
+                metrics["perf/mfu/actor"] = value
+        for k, v in reward.extra.items():  # numeric extras of a custom reward become metrics
+            nums = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
+            if nums and len(nums) == len(v):
+                metrics[f"reward_extra/{k}/mean"] = sum(nums) / len(nums)
+        samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
+        return metrics, samples
+
+    # ---- validation ----------------------------------------------------------------------------------
+    def validate(self) -> tuple[dict[str, float], list[dict]]:
+        if self.val_dataset is None or len(self.val_dataset) == 0:
+            return {}, []
+        from engine.data.dataset import collate
+
+        cfg = self.cfg
+        val_kwargs = cfg.actor_rollout_ref.rollout.val_kwargs
+        n_val = val_kwargs.n
+        size = cfg.data.val_batch_size or len(self.val_dataset)
+        scores_by_source: dict[str, list[float]] = defaultdict(list)
+        samples: list[dict] = []
+        start = time.perf_counter()
+        for lo in range(0, len(self.val_dataset), size):
+            items = [self.val_dataset[i] for i in range(lo, min(lo + size, len(self.val_dataset)))]
+            prompts = collate(items, self.val_dataset.pad_token_id)
+            prompts.meta["uid"] = _object_array([f"val-{p}" for p in prompts["prompt_index"]])
+            prompts = prompts.repeat_interleave(n_val)
+            # pad so that the chunks split evenly over the workers, then drop the padding
+            pad = (-len(prompts)) % self.world
+            padded = Batch.concat([prompts, prompts.slice(0, pad)]) if pad else prompts
+            out, _ = self.wg.dp_call("generate_sequences", padded, validate=True)
+            out = out.slice(0, len(prompts))
+            reward = self.val_reward_fn(out)
+            out.tensors["token_level_scores"] = reward.token_level_scores
+            for src, s in zip(out["data_source"], reward.scores):
+                scores_by_source[str(src)].append(float(s))
+            samples.extend(build_samples(out, self.tokenizer, self.global_step, "val", reward.response_texts,
+                                         reward.extra, token_level=False))
+        metrics = {f"val-core/{src}/reward/mean@{n_val}": sum(v) / len(v) for src, v in scores_by_source.items()}
+        metrics["timing_s/validation"] = time.perf_counter() - start
+        return metrics, samples
+
+    # ---- the loop ------------------------------------------------------------------------------------
+    def fit(self) -> None:
+        cfg = self.cfg
+        tr = cfg.trainer
+        self.global_step = checkpointing.maybe_resume(self)
+        self.logger.log_status("running", step=self.global_step, total_steps=self.total_steps)
+
+        if tr.val_before_train and self.global_step == 0 and self.val_dataset is not None:
+            val_metrics, val_samples = self.validate()
+            self.logger.log_metrics(0, val_metrics)
+            self.logger.log_samples(0, val_samples)
+            if tr.val_only:
+                return
+
+        while self.global_step < self.total_steps:
+            prompts = next(self.train_loader)
+            epoch = prompts.info.get("epoch", 0)
+            self.global_step += 1
+            metrics, samples = self.train_step(prompts)
+            metrics["training/global_step"] = self.global_step
+            metrics["training/epoch"] = epoch
+            metrics["training/total_steps"] = self.total_steps
+            last = self.global_step == self.total_steps
+            if tr.test_freq > 0 and (self.global_step % tr.test_freq == 0 or last):
+                val_metrics, val_samples = self.validate()
+                metrics.update(val_metrics)
+                samples.extend(val_samples)
+            if tr.save_freq > 0 and (self.global_step % tr.save_freq == 0 or last):
+                with timed("save_checkpoint", metrics_timings := {}):
+                    checkpointing.save(self)
+                metrics["timing_s/save_checkpoint"] = metrics_timings["save_checkpoint"]
+            if self.global_step == 1 or last:
+                for stats in self.wg.all_call("memory_stats")[:1]:
+                    metrics.update(stats)
+            _check_finite(metrics)
+            self.logger.log_metrics(self.global_step, metrics)
+            self.logger.log_samples(self.global_step, samples)
+
+        if tr.export_hf_model:
+            self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))
+
+
+def _check_finite(metrics: dict[str, float]) -> None:
+    for k, v in list(metrics.items()):
+        if isinstance(v, torch.Tensor):
+            metrics[k] = v = float(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            metrics.setdefault("health/nonfinite_metrics", 0)
+            metrics["health/nonfinite_metrics"] += 1
+
+
+def _object_array(values):
+    import numpy as np
+
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr

@@ -1,0 +1,80 @@
+"""Turning a step's batch into sample records for the loggers: one dict per rollout.
+
+Fields: step, split, prompt_index, group_uid, prompt, response, score, reward, ground_truth,
+data_source, and per-token arrays over the response's valid tokens: tokens, old_log_probs,
+ref_log_probs, advantages, values (each present when the step computed it). Extra reward outputs
+(a custom reward function's dict keys) are added as further fields.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from engine.protocol import Batch
+
+TOKEN_ARRAYS = {"old_log_probs": "old_log_probs", "ref_log_prob": "ref_log_probs", "advantages": "advantages",
+                "values": "values", "entropys": "entropies"}
+
+
+def _json_safe(value: Any) -> Any:
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts: list[str],
+                  extra: dict[str, list] | None = None, token_level: bool = True) -> list[dict[str, Any]]:
+    mask = batch["response_mask"].bool()
+    lengths = mask.sum(-1).tolist()
+    responses = batch["responses"]
+    scores = batch["token_level_scores"].sum(-1).tolist()
+    rewards = (batch["token_level_rewards"].sum(-1).tolist() if "token_level_rewards" in batch else scores)
+    arrays = {out: batch[key] for key, out in TOKEN_ARRAYS.items() if key in batch.tensors} if token_level else {}
+    samples = []
+    for i in range(len(batch)):
+        n = int(lengths[i])
+        record: dict[str, Any] = {
+            "step": step,
+            "split": split,
+            "prompt_index": int(batch["prompt_index"][i]) if "prompt_index" in batch else i,
+            "group_uid": str(batch["uid"][i]) if "uid" in batch else str(i),
+            "prompt": batch["prompt_text"][i] if "prompt_text" in batch else "",
+            "response": response_texts[i],
+            "score": float(scores[i]),
+            "reward": float(rewards[i]),
+            "ground_truth": _json_safe(batch["ground_truth"][i]) if "ground_truth" in batch else None,
+            "data_source": str(batch["data_source"][i]) if "data_source" in batch else "",
+            "response_length": n,
+        }
+        if token_level:
+            ids = responses[i, :n].tolist()
+            record["tokens"] = tokenizer.convert_ids_to_tokens(ids)
+            for name, tensor in arrays.items():
+                record[name] = [round(float(x), 5) for x in tensor[i, :n].tolist()]
+        for k, values in (extra or {}).items():
+            record[k] = _json_safe(values[i])
+        samples.append(record)
+    return samples
+
+
+def group_advantage_stats(batch: Batch) -> dict[str, float]:
+    """How many GRPO groups carried no signal (all scores equal → zero advantage)."""
+    if "uid" not in batch:
+        return {}
+    scores = batch["token_level_scores"].sum(-1)
+    groups: dict[str, list[float]] = {}
+    for uid, s in zip(batch["uid"], scores.tolist()):
+        groups.setdefault(str(uid), []).append(s)
+    multi = [g for g in groups.values() if len(g) > 1]
+    if not multi:
+        return {}
+    degenerate = sum(1 for g in multi if max(g) - min(g) < 1e-8)
+    return {"critic/degenerate_group_ratio": degenerate / len(multi),
+            "critic/group_score_std": float(torch.tensor([torch.tensor(g).std().item() for g in multi]).mean())}

@@ -1,0 +1,80 @@
+"""Actor: the policy being trained. Recomputes log-probs of the rollouts and runs the PPO update."""
+from __future__ import annotations
+
+import torch
+
+from engine.algos.kl import kl_penalty
+from engine.algos.losses import agg_loss, compute_policy_loss
+from engine.algos.utils import masked_mean
+from engine.protocol import Batch
+from engine.workers.forward import MODEL_INPUTS, batched_log_probs, response_log_probs
+from engine.workers.fsdp import clip_grad_norm
+
+UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "advantages")
+
+
+class Actor:
+    def __init__(self, module, optimizer, scheduler, actor_cfg, *, temperature: float, rollout_n: int, world: int):
+        self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.cfg = actor_cfg
+        self.temperature = temperature
+        self.mini_batch = actor_cfg.ppo_mini_batch_size * rollout_n // world  # sequences per worker per step
+        self.micro_batch = actor_cfg.ppo_micro_batch_size_per_gpu
+
+    def compute_log_prob(self, batch: Batch, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.module.eval()
+        return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True)
+
+    def update_policy(self, batch: Batch) -> dict[str, list[float]]:
+        cfg = self.cfg
+        keys = UPDATE_INPUTS + (("ref_log_prob",) if cfg.use_kl_loss else ())
+        data = batch.select(keys, meta_keys=())
+        metrics: dict[str, list[float]] = {}
+
+        def add(key, value):
+            metrics.setdefault(key, []).append(float(value))
+
+        self.module.train()
+        generator = torch.Generator().manual_seed(int(batch.info.get("global_step", 0)))
+        for _ in range(cfg.ppo_epochs):
+            if cfg.shuffle:
+                data = data.index(torch.randperm(len(data), generator=generator))
+            for mini in data.split(self.mini_batch):
+                self.optimizer.zero_grad(set_to_none=True)
+                for mb in mini.split(self.micro_batch):
+                    mask = mb["response_mask"].float()
+                    log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
+                                                           calc_entropy=cfg.entropy_coeff != 0)
+                    pg = compute_policy_loss(mb["old_log_probs"], log_prob, mb["advantages"], mask,
+                                             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
+                                             clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode)
+                    loss = pg["pg_loss"]
+                    if cfg.entropy_coeff != 0:
+                        entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode)
+                        loss = loss - cfg.entropy_coeff * entropy_loss
+                        add("actor/entropy_loss", entropy_loss.item())
+                    if cfg.use_kl_loss:
+                        kld = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
+                        kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode)
+                        loss = loss + cfg.kl_loss_coef * kl_loss
+                        add("actor/kl_loss", kl_loss.item())
+                        add("actor/kl_coef", cfg.kl_loss_coef)
+                    (loss * (len(mb) / len(mini))).backward()
+                    add("actor/pg_loss", pg["pg_loss"].item())
+                    add("actor/pg_clipfrac", pg["pg_clipfrac"].item())
+                    add("actor/ppo_kl", pg["ppo_kl"].item())
+                    add("actor/pg_clipfrac_lower", pg["pg_clipfrac_lower"].item())
+                grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
+                if torch.isfinite(grad_norm):
+                    self.optimizer.step()
+                else:  # a non-finite gradient would poison the weights: skip this mini-batch
+                    add("actor/grad_norm_nonfinite", 1.0)
+                self.optimizer.zero_grad(set_to_none=True)
+                add("actor/grad_norm", grad_norm.item())
+        add("actor/lr", self.scheduler.get_last_lr()[0])
+        self.scheduler.step()
+        return metrics
+
+
+def entropy_metric(entropy: torch.Tensor, mask: torch.Tensor) -> float:
+    return float(masked_mean(entropy, mask.float()).item())

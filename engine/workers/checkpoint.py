@@ -1,0 +1,53 @@
+"""Sharded checkpoints of a trained role with torch.distributed.checkpoint (DCP).
+
+Each rank writes its own shards of model and optimizer state; DCP reshards on load, so a checkpoint
+written by 2 workers resumes on 1 or 4. Scheduler and RNG state are small and saved per rank.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+
+def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int) -> None:
+    os.makedirs(directory, exist_ok=True)
+    model_sd, optim_sd = get_state_dict(module, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory)
+    extra = {"scheduler": scheduler.state_dict(), "world": world, "rng": rng_state()}
+    torch.save(extra, os.path.join(directory, f"extra_state_rank_{rank}.pt"))
+    dist.barrier()
+
+
+def load_role(directory: str, module, optimizer, scheduler, rank: int, world: int) -> None:
+    model_sd, optim_sd = get_state_dict(module, optimizer)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=directory)
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    path = os.path.join(directory, f"extra_state_rank_{rank}.pt")
+    if not os.path.exists(path):
+        path = os.path.join(directory, "extra_state_rank_0.pt")  # fewer ranks saved than load now
+    extra = torch.load(path, weights_only=False)
+    scheduler.load_state_dict(extra["scheduler"])
+    if extra.get("world") == world:  # per-rank RNG streams only make sense for the same layout
+        set_rng_state(extra["rng"])
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])

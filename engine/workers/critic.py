@@ -1,0 +1,57 @@
+"""Critic: a value head on an LM backbone with its own weights; predicts values and is regressed on returns."""
+from __future__ import annotations
+
+import torch
+
+from engine.algos.losses import compute_value_loss
+from engine.algos.utils import masked_mean
+from engine.protocol import Batch
+from engine.workers.forward import MODEL_INPUTS, batched_values, response_values
+from engine.workers.fsdp import clip_grad_norm
+
+UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "values", "returns")
+
+
+class Critic:
+    def __init__(self, module, optimizer, scheduler, critic_cfg, *, rollout_n: int, world: int):
+        self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.cfg = critic_cfg
+        self.mini_batch = critic_cfg.ppo_mini_batch_size * rollout_n // world
+        self.micro_batch = critic_cfg.ppo_micro_batch_size_per_gpu
+
+    def compute_values(self, batch: Batch) -> torch.Tensor:
+        self.module.eval()
+        return batched_values(self.module, batch, self.cfg.forward_micro_batch_size_per_gpu)
+
+    def update_critic(self, batch: Batch) -> dict[str, list[float]]:
+        cfg = self.cfg
+        data = batch.select(UPDATE_INPUTS, meta_keys=())
+        metrics: dict[str, list[float]] = {}
+
+        def add(key, value):
+            metrics.setdefault(key, []).append(float(value))
+
+        self.module.train()
+        for _ in range(cfg.ppo_epochs):
+            for mini in data.split(self.mini_batch):
+                self.optimizer.zero_grad(set_to_none=True)
+                for mb in mini.split(self.micro_batch):
+                    mask = mb["response_mask"].float()
+                    vpreds = response_values(self.module, mb)
+                    vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
+                                                              cliprange_value=cfg.cliprange_value,
+                                                              loss_agg_mode=cfg.loss_agg_mode)
+                    (vf_loss * (len(mb) / len(mini))).backward()
+                    add("critic/vf_loss", vf_loss.item())
+                    add("critic/vf_clipfrac", vf_clipfrac.item())
+                    add("critic/vpred_mean", masked_mean(vpreds.detach(), mask).item())
+                grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
+                if torch.isfinite(grad_norm):
+                    self.optimizer.step()
+                else:
+                    add("critic/grad_norm_nonfinite", 1.0)
+                self.optimizer.zero_grad(set_to_none=True)
+                add("critic/grad_norm", grad_norm.item())
+        add("critic/lr", self.scheduler.get_last_lr()[0])
+        self.scheduler.step()
+        return metrics

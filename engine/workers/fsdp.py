@@ -1,0 +1,96 @@
+"""Loading HF models and sharding them with FSDP2 (`fully_shard`) over the data-parallel workers.
+
+Each decoder layer is its own FSDP unit, then the root; parameters stay sharded between calls and are
+all-gathered per layer during forward/backward. `unsharded()` gathers them once for generation so the
+rollout reuses the actor's weights in place (no copy, no collectives per decoded token).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+def check_model_path(path: str, key: str) -> str:
+    """Expand `~` and fail early with the key to fix when the model directory does not exist."""
+    expanded = os.path.expanduser(path)
+    if os.path.isdir(expanded):
+        if not (Path(expanded) / "config.json").exists():
+            raise FileNotFoundError(f"{key}={path}: the directory has no config.json, so it is not an HF model "
+                                    f"directory. Point it at a model saved with save_pretrained.")
+        return expanded
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or "/" not in path or path.startswith(("/", ".", "~")):
+        raise FileNotFoundError(
+            f"{key}={path}: model directory not found. Use a local HF model directory, e.g. the built-in tiny "
+            f"model (`python -m engine.models.tiny --out DIR`) or a random-init one "
+            f"(`python -m engine.models.random --arch qwen2.5-0.5b --out DIR`).")
+    return path  # a hub id: transformers resolves it when online
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The repeated transformer blocks (the FSDP wrap units)."""
+    no_split = set(getattr(model, "_no_split_modules", None) or [])
+    layers = [m for m in model.modules() if type(m).__name__ in no_split]
+    if layers:
+        return layers
+    for m in model.modules():  # fallback: the first ModuleList of blocks
+        if isinstance(m, nn.ModuleList) and len(m) > 0:
+            return list(m)
+    return []
+
+
+def shard_model(model: nn.Module, mesh, *, param_dtype=None, reduce_dtype=torch.float32,
+                reshard_after_forward: bool = True, cpu_offload: bool = False) -> nn.Module:
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype) if param_dtype else \
+        MixedPrecisionPolicy()
+    offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    kwargs = dict(mesh=mesh, mp_policy=mp, offload_policy=offload)
+    for layer in decoder_layers(model):
+        fully_shard(layer, reshard_after_forward=reshard_after_forward, **kwargs)
+    fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
+    return model
+
+
+def fsdp_modules(model: nn.Module):
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+@contextlib.contextmanager
+def unsharded(model: nn.Module):
+    """Keep all parameters gathered for the duration (generation): one all-gather, not one per token."""
+    mods = fsdp_modules(model)
+    for m in mods:
+        m.set_reshard_after_forward(False, recurse=False)
+    for m in mods:
+        m.unshard()
+    try:
+        yield model
+    finally:
+        for m in mods:
+            m.reshard()
+            m.set_reshard_after_forward(True, recurse=False)
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Full (unsharded) CPU state dict; collective: every rank must call it. Rank 0 gets the tensors."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return norm

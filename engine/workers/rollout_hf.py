@@ -1,0 +1,86 @@
+"""Rollout with transformers' `generate`, on the actor's own (sharded) module.
+
+The FSDP2 shards are gathered once for the whole generation call (`unsharded`), so the rollout uses
+the current actor weights in place — no copy and no weight sync step. Output layout:
+`input_ids = [left-padded prompt | right-padded response]`, `response_mask` = 1 up to and including
+the first end token.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.protocol import Batch
+from engine.workers.fsdp import unsharded
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    ids = eos if isinstance(eos, list) else [eos]
+    return [i for i in ids if i is not None]
+
+
+def response_mask_from(responses: torch.Tensor, eos: list[int], pad_id: int | None = None) -> torch.Tensor:
+    """1 for tokens up to and including the first end token; 0 after it."""
+    is_eos = torch.zeros_like(responses, dtype=torch.bool)
+    for e in eos:
+        is_eos |= responses == e
+    # positions strictly after the first eos: cumulative count of eos seen before this position > 0
+    seen_before = torch.cumsum(is_eos.int(), dim=1) - is_eos.int()
+    return (seen_before == 0).to(torch.long)
+
+
+def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: int) -> Batch:
+    """Join prompts and generated responses into the training layout."""
+    response_mask = response_mask_from(responses, eos, pad_id)
+    responses = torch.where(response_mask.bool(), responses, torch.full_like(responses, pad_id))
+    attention_mask = torch.cat([prompts["attention_mask"], response_mask], dim=1)
+    last_pos = prompts["position_ids"][:, -1:]
+    steps = torch.arange(1, responses.shape[1] + 1, device=responses.device).unsqueeze(0)
+    position_ids = torch.cat([prompts["position_ids"], last_pos + steps], dim=1)
+    tensors = {
+        "prompts": prompts["input_ids"],
+        "responses": responses,
+        "input_ids": torch.cat([prompts["input_ids"], responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "response_mask": response_mask,
+    }
+    return Batch(tensors, dict(prompts.meta), dict(prompts.info))
+
+
+class HFRollout:
+    def __init__(self, module, tokenizer, rollout_cfg, device: str):
+        self.module, self.tokenizer, self.cfg, self.device = module, tokenizer, rollout_cfg, device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids(module, tokenizer)[0]
+
+    def sampling_kwargs(self, validate: bool) -> dict:
+        src = self.cfg.val_kwargs if validate else self.cfg
+        do_sample = bool(src.do_sample) and src.temperature > 0
+        kwargs = {"do_sample": do_sample}
+        if do_sample:
+            kwargs.update(temperature=float(src.temperature), top_p=float(src.top_p),
+                          top_k=int(src.top_k) if src.top_k and src.top_k > 0 else 0)
+        return kwargs
+
+    @torch.no_grad()
+    def generate(self, prompts: Batch, validate: bool = False) -> Batch:
+        response_length = self.cfg.response_length
+        eos = eos_ids(self.module, self.tokenizer)
+        gen_kwargs = dict(max_new_tokens=response_length, pad_token_id=self.pad_id, eos_token_id=eos,
+                          use_cache=True, **self.sampling_kwargs(validate))
+        if self.cfg.min_new_tokens:
+            gen_kwargs["min_new_tokens"] = min(self.cfg.min_new_tokens, response_length)
+        if self.cfg.ignore_eos:
+            gen_kwargs["eos_token_id"] = None
+        self.module.eval()
+        with unsharded(self.module):
+            out = self.module.generate(input_ids=prompts["input_ids"], attention_mask=prompts["attention_mask"],
+                                       **gen_kwargs)
+        responses = out[:, prompts["input_ids"].shape[1]:]
+        if responses.shape[1] < response_length:  # all sequences stopped early: pad to the fixed width
+            pad = torch.full((responses.shape[0], response_length - responses.shape[1]), self.pad_id,
+                             dtype=responses.dtype, device=responses.device)
+            responses = torch.cat([responses, pad], dim=1)
+        return assemble(prompts, responses, [] if self.cfg.ignore_eos else eos, self.pad_id)

@@ -1,0 +1,231 @@
+"""The colocated worker: one process per GPU (or per CPU worker) holding every role's shard.
+
+Actor + Rollout share one module (the rollout generates with the actor's weights), the Reference and
+the Critic live beside them. The driver calls these methods through `WorkerGroup`; each data method
+takes this worker's chunk of the batch and returns (Batch, metrics).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from engine.protocol import Batch
+from engine.workers import checkpoint as ckpt
+from engine.workers.actor import Actor
+from engine.workers.critic import Critic
+from engine.workers.fsdp import DTYPES, full_state_dict, shard_model
+from engine.workers.optim import build_optimizer, build_scheduler
+from engine.workers.rollout_hf import HFRollout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class TrainWorker:
+    def __init__(self, rank: int, world: int, cfg, total_steps: int, device: str, num_threads: int = 1):
+        self.rank, self.world, self.cfg = rank, world, cfg
+        self.total_steps = total_steps
+        self.device_type = device
+        if device == "cpu":
+            torch.set_num_threads(max(1, num_threads))
+        # Our forward passes only slice model outputs out of place, which this FSDP2 warning is about.
+        warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
+
+    # ---- set-up ------------------------------------------------------------------------------------
+    def address(self) -> tuple[str, int]:
+        try:
+            import ray
+
+            ip = ray.util.get_node_ip_address()
+        except Exception:  # noqa: BLE001 - outside Ray
+            ip = "127.0.0.1"
+        return ip, free_port()
+
+    def init(self, master_addr: str, master_port: int, uses_ref: bool) -> dict:
+        from torch.distributed.device_mesh import init_device_mesh
+        from transformers import AutoTokenizer
+
+        cfg = self.cfg
+        if self.device_type == "cuda":
+            torch.cuda.set_device(0)  # Ray exposes exactly one GPU to each worker
+            self.device = torch.device("cuda", 0)
+            backend = "cpu:gloo,cuda:nccl"
+        else:
+            self.device = torch.device("cpu")
+            backend = "gloo"
+        os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port))
+        dist.init_process_group(backend, rank=self.rank, world_size=self.world,
+                                init_method=f"tcp://{master_addr}:{master_port}")
+        self.mesh = init_device_mesh(self.device_type, (self.world,))
+        arr = cfg.actor_rollout_ref
+        self.tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or arr.model.path),
+                                                       trust_remote_code=arr.model.trust_remote_code)
+        torch.manual_seed(cfg.trainer.seed)  # identical initial weights (e.g. a new value head) on every rank
+        self.actor = self._build_actor()
+        self.ref_module = self._build_reference() if uses_ref else None
+        self.critic = self._build_critic() if cfg.critic.enable else None
+        self.rollout = self._build_rollout()
+        torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
+        return {"rank": self.rank, "device": str(self.device),
+                "device_name": torch.cuda.get_device_name(0) if self.device_type == "cuda" else "cpu",
+                "n_params": sum(p.numel() for p in self.actor_module.parameters())}
+
+    def _mixed_precision(self) -> tuple[torch.dtype, torch.dtype | None]:
+        """(master weight dtype, compute dtype): fp32 masters; bf16 compute on GPU."""
+        if self.device_type == "cuda":
+            return torch.float32, torch.bfloat16
+        return torch.float32, None
+
+    def _load_lm(self, path: str, model_cfg, cls_name: str = "causal", dtype=torch.float32):
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification
+
+        path = os.path.expanduser(path)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)
+        for k, v in (model_cfg.override_config or {}).items():
+            setattr(config, k, v)
+        attn = "sdpa"
+        if cls_name == "value":
+            config.num_labels = 1
+            config.classifier_dropout = 0.0  # a value head must not be noisy
+            model = AutoModelForTokenClassification.from_pretrained(path, config=config, dtype=dtype,
+                                                                    attn_implementation=attn)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn)
+        return model
+
+    def _shard(self, model, fsdp_cfg, compute_dtype):
+        if fsdp_cfg.model_dtype:
+            model = model.to(DTYPES[fsdp_cfg.model_dtype])
+        return shard_model(model, self.mesh, param_dtype=compute_dtype,
+                           reshard_after_forward=fsdp_cfg.reshard_after_forward,
+                           cpu_offload=fsdp_cfg.param_offload and self.device_type == "cuda")
+
+    def _build_actor(self) -> Actor:
+        arr = self.cfg.actor_rollout_ref
+        master, compute = self._mixed_precision()
+        model = self._load_lm(arr.model.path, arr.model, dtype=master)
+        if arr.model.enable_gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = True
+        self.actor_module = self._shard(model, arr.actor.fsdp_config, compute)
+        optimizer = build_optimizer(self.actor_module.parameters(), arr.actor.optim, self.device_type)
+        scheduler = build_scheduler(optimizer, arr.actor.optim, self.total_steps)
+        return Actor(self.actor_module, optimizer, scheduler, arr.actor, temperature=arr.rollout.temperature,
+                     rollout_n=arr.rollout.n, world=self.world)
+
+    def _build_reference(self):
+        arr = self.cfg.actor_rollout_ref
+        dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
+        model = self._load_lm(arr.model.path, arr.model, dtype=dtype)
+        model.requires_grad_(False)
+        return self._shard(model, arr.ref.fsdp_config, None)
+
+    def _build_critic(self) -> Critic:
+        c = self.cfg.critic
+        master, compute = self._mixed_precision()
+        model = self._load_lm(c.model.path, c.model, cls_name="value", dtype=master)
+        if c.model.enable_gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        module = self._shard(model, c.model.fsdp_config, compute)
+        optimizer = build_optimizer(module.parameters(), c.optim, self.device_type)
+        scheduler = build_scheduler(optimizer, c.optim, self.total_steps)
+        return Critic(module, optimizer, scheduler, c, rollout_n=self.cfg.actor_rollout_ref.rollout.n,
+                      world=self.world)
+
+    def _build_rollout(self):
+        rollout_cfg = self.cfg.actor_rollout_ref.rollout
+        if rollout_cfg.name == "vllm":
+            raise NotImplementedError("actor_rollout_ref.rollout.name=vllm is not available yet; use hf.")
+        return HFRollout(self.actor_module, self.tokenizer, rollout_cfg, self.device_type)
+
+    # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------
+    def _local(self, batch: Batch) -> Batch:
+        return batch.to(self.device)
+
+    def generate_sequences(self, batch: Batch, validate: bool = False):
+        start = time.perf_counter()
+        out = self.rollout.generate(self._local(batch), validate=validate)
+        return out.cpu(), {"timing_s/gen_worker": time.perf_counter() - start}
+
+    def compute_log_prob(self, batch: Batch):
+        micro = self.cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
+        log_probs, entropy = self.actor.compute_log_prob(self._local(batch), micro)
+        mask = batch["response_mask"].to(entropy.device).float()
+        return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), {
+            "_entropy_sum": [float((entropy * mask).sum())], "_entropy_count": [float(mask.sum())]}
+
+    def compute_ref_log_prob(self, batch: Batch):
+        arr = self.cfg.actor_rollout_ref
+        from engine.workers.forward import batched_log_probs
+
+        self.ref_module.eval()
+        log_probs, _ = batched_log_probs(self.ref_module, self._local(batch), arr.ref.log_prob_micro_batch_size_per_gpu,
+                                         arr.rollout.temperature)
+        return Batch({"ref_log_prob": log_probs.cpu()}), {}
+
+    def compute_values(self, batch: Batch):
+        return Batch({"values": self.critic.compute_values(self._local(batch)).cpu()}), {}
+
+    def update_actor(self, batch: Batch):
+        metrics = self.actor.update_policy(self._local(batch))
+        return Batch(), metrics
+
+    def update_critic(self, batch: Batch):
+        metrics = self.critic.update_critic(self._local(batch))
+        return Batch(), metrics
+
+    # ---- checkpoints -------------------------------------------------------------------------------
+    def save_checkpoint(self, directory: str) -> None:
+        ckpt.save_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
+                       self.actor.scheduler, self.rank, self.world)
+        if self.critic is not None:
+            ckpt.save_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
+                           self.critic.scheduler, self.rank, self.world)
+
+    def load_checkpoint(self, directory: str) -> None:
+        ckpt.load_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
+                       self.actor.scheduler, self.rank, self.world)
+        if self.critic is not None and os.path.isdir(os.path.join(directory, "critic")):
+            ckpt.load_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
+                           self.critic.scheduler, self.rank, self.world)
+
+    def export_hf(self, directory: str) -> None:
+        """Write the actor as an ordinary HF model directory (collective; rank 0 writes)."""
+        from transformers import AutoModelForCausalLM
+
+        state = full_state_dict(self.actor_module)
+        if self.rank == 0:
+            config = self.actor_module.config
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config)
+            model.load_state_dict(state, assign=True, strict=False)
+            if getattr(config, "tie_word_embeddings", False):
+                model.tie_weights()
+            os.makedirs(directory, exist_ok=True)
+            model.save_pretrained(directory)
+            self.tokenizer.save_pretrained(directory)
+            model.generation_config.save_pretrained(directory)
+        dist.barrier()
+
+    def memory_stats(self) -> dict:
+        if self.device_type == "cuda":
+            return {"perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated() / 2**30,
+                    "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved() / 2**30}
+        try:
+            import resource
+
+            return {"perf/cpu_max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+        except Exception:  # noqa: BLE001
+            return {}
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
