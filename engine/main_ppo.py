@@ -89,12 +89,30 @@ def prepare(cfg: PPOConfig):
 
         compute_score = load_custom_reward_fn(crf.path, crf.name, crf.reward_kwargs)
     reward_fn = RewardManager(tokenizer, compute_score, data.reward_fn_key)
+    trial_score(reward_fn, train_ds)
     if cfg.reward_model.enable:
         from engine.reward.reward_model import RewardModelScorer
 
         rm_path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
         reward_fn = ModelReward(reward_fn, RewardModelScorer(rm_path))
     return tokenizer, loader, val_ds, reward_fn, total_steps
+
+
+def trial_score(reward_fn, dataset) -> None:
+    """Score one empty answer to the first prompt, so a reward function that cannot run at all fails now,
+    before any worker starts, rather than after the first generation."""
+    item = dataset[0]
+    kwargs = dict(data_source=item.get(reward_fn.reward_fn_key, item.get("data_source")), solution_str="",
+                  ground_truth=item.get("ground_truth"), extra_info=item.get("extra_info"), **reward_fn.reward_kwargs)
+    try:
+        reward_fn.compute_score(**kwargs)
+    except NotImplementedError as exc:
+        raise UserError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the user's code; report it briefly
+        name = getattr(reward_fn.compute_score, "__name__", "reward function")
+        raise UserError(f"The reward function {name} raised {type(exc).__name__}: {exc} on a trial call "
+                        f"(data_source={kwargs['data_source']!r}, empty response). Fix the function "
+                        f"(custom_reward_function.path / .name) so it returns a number for any response.") from None
 
 
 class ModelReward:
@@ -190,7 +208,7 @@ USER_ERRORS = (ConfigError, UserError, FileNotFoundError)
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    names = {"DataError", "RewardFunctionError", "ResourceError"}
+    names = {"DataError", "RewardFunctionError", "ResourceError", "RewardComputeError", "NotImplementedError"}
     return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
 
 

@@ -151,6 +151,9 @@ class ActorConfig(Section):
     kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
     ppo_epochs: int = Field(1, ge=1)
     shuffle: bool = False
+    recompute_old_log_prob: Optional[bool] = Field(
+        None, description="Separate old-log-prob pass before the update. Default (None): skipped when the update "
+                          "is on-policy (1 epoch, 1 mini-batch, no KL in reward), where it equals the update's own.")
     ulysses_sequence_parallel_size: int = 1
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)

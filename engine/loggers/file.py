@@ -34,6 +34,22 @@ class FileLogger(Logger):
             self.samples.write(json.dumps(s, default=str) + "\n")
         self.samples.flush()
 
+    def log_status(self, status: str, **fields) -> None:
+        if status == "resumed":  # drop what a killed run logged after the checkpoint it resumes from
+            self._truncate_after(int(fields.get("step", 0)))
+
+    def _truncate_after(self, step: int) -> None:
+        for attr, name in (("metrics", "metrics.jsonl"), ("samples", "samples.jsonl")):
+            getattr(self, attr).close()
+            path = os.path.join(self.directory, name)
+            with open(path, encoding="utf-8") as f:
+                kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= step]
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(kept)
+            os.replace(tmp, path)
+            setattr(self, attr, open(path, "a", encoding="utf-8"))
+
     def close(self) -> None:
         for f in (self.metrics, self.samples):
             if not f.closed:

@@ -11,6 +11,10 @@ from engine.protocol import Batch
 from engine.reward.default import default_compute_score
 
 
+class RewardComputeError(RuntimeError):
+    """The reward function failed or returned something unusable; the message says which and why."""
+
+
 @dataclass
 class RewardResult:
     token_level_scores: torch.Tensor          # [B, R] float32, the score on the last valid response token
@@ -72,7 +76,7 @@ class RewardManager:
             result = self._score_one(sources[i], texts[i], truths[i], infos[i])
             if isinstance(result, dict):
                 if "score" not in result:
-                    raise RuntimeError(f"reward function {_fn_name(self.compute_score)} returned a dict without "
+                    raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned a dict without "
                                        f"a 'score' key (keys: {sorted(result)}); put the reward under 'score'")
                 rows_extra.append({k: v for k, v in result.items() if k != "score"})
                 result = result["score"]
@@ -81,7 +85,7 @@ class RewardManager:
             try:
                 scores.append(float(result))
             except (TypeError, ValueError):
-                raise RuntimeError(f"reward function {_fn_name(self.compute_score)} returned {result!r} "
+                raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned {result!r} "
                                    f"for data_source={sources[i]!r}; expected a number") from None
 
         keys: list[str] = []
@@ -103,5 +107,5 @@ class RewardManager:
         try:
             return self.compute_score(**kwargs)
         except Exception as e:
-            raise RuntimeError(f"reward function {_fn_name(self.compute_score)} failed for data_source="
+            raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} failed for data_source="
                                f"{data_source!r} ({type(e).__name__}: {e}); response starts: {text[:200]!r}") from e

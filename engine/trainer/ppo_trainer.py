@@ -52,6 +52,13 @@ class PPOTrainer:
         self.use_reference = alg.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss
         self.kl_ctrl = make_kl_controller(alg.kl_ctrl.type, alg.kl_ctrl.kl_coef, alg.kl_ctrl.target_kl,
                                           alg.kl_ctrl.horizon) if alg.use_kl_in_reward else None
+        actor = cfg.actor_rollout_ref.actor
+        # One epoch over one mini-batch is on-policy: the rollout's log-probs under the current weights are
+        # what the update's own forward computes, so the separate old-log-prob pass is skipped — unless
+        # something needs them before the update (KL in the reward) or the user asks for the pass.
+        self.on_policy_update = (actor.recompute_old_log_prob is not True and actor.ppo_epochs == 1
+                                 and actor.ppo_mini_batch_size == cfg.data.train_batch_size
+                                 and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0)
         self.global_step = 0
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
 
@@ -85,10 +92,11 @@ class PPOTrainer:
                 reward = self.reward_fn(batch)
                 batch.tensors["token_level_scores"] = reward.token_level_scores
 
-            with timed("old_log_prob", timings):
-                out, m = self.wg.dp_call("compute_log_prob", batch)
-                batch = batch.union(out)
-                merge(m)
+            if not self.on_policy_update:
+                with timed("old_log_prob", timings):
+                    out, m = self.wg.dp_call("compute_log_prob", batch)
+                    batch = batch.union(out)
+                    merge(m)
 
             if self.use_reference:
                 with timed("ref", timings):
@@ -124,7 +132,8 @@ class PPOTrainer:
 
             if self.global_step >= cfg.trainer.critic_warmup:
                 with timed("update_actor", timings):
-                    _, m = self.wg.dp_call("update_actor", batch)
+                    out, m = self.wg.dp_call("update_actor", batch)
+                    batch = batch.union(out)  # on-policy: the update reports the old log-probs it used
                     merge(m)
 
         metrics.update(reduce_worker_metrics(worker_metrics))

@@ -5,7 +5,6 @@ import torch
 
 from engine.algos.kl import kl_penalty
 from engine.algos.losses import agg_loss, compute_policy_loss
-from engine.algos.utils import masked_mean
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_log_probs, response_log_probs
 from engine.workers.fsdp import clip_grad_norm
@@ -25,11 +24,19 @@ class Actor:
         self.module.eval()
         return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True)
 
-    def update_policy(self, batch: Batch) -> dict[str, list[float]]:
+    def update_policy(self, batch: Batch) -> tuple[dict[str, list[float]], Batch]:
+        """PPO update. Without `old_log_probs` in the batch the update is on-policy (one epoch, one
+        mini-batch): the old log-probs are the current ones, taken from this same forward pass and
+        returned (with the entropy) so the driver needs no separate old-log-prob pass."""
         cfg = self.cfg
-        keys = UPDATE_INPUTS + (("ref_log_prob",) if cfg.use_kl_loss else ())
+        on_policy = "old_log_probs" not in batch.tensors
+        if on_policy and (cfg.ppo_epochs != 1 or len(batch) > self.mini_batch):
+            raise ValueError("on-policy update needs ppo_epochs=1 and one mini-batch; pass old_log_probs instead")
+        keys = [k for k in UPDATE_INPUTS if not (on_policy and k == "old_log_probs")]
+        keys += ["ref_log_prob"] if cfg.use_kl_loss else []
         data = batch.select(keys, meta_keys=())
         metrics: dict[str, list[float]] = {}
+        produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
 
         def add(key, value):
             metrics.setdefault(key, []).append(float(value))
@@ -37,15 +44,19 @@ class Actor:
         self.module.train()
         generator = torch.Generator().manual_seed(int(batch.info.get("global_step", 0)))
         for _ in range(cfg.ppo_epochs):
-            if cfg.shuffle:
+            if cfg.shuffle and not on_policy:  # one mini-batch: order is irrelevant, keep rows aligned
                 data = data.index(torch.randperm(len(data), generator=generator))
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 for mb in mini.split(self.micro_batch):
                     mask = mb["response_mask"].float()
                     log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
-                                                           calc_entropy=cfg.entropy_coeff != 0)
-                    pg = compute_policy_loss(mb["old_log_probs"], log_prob, mb["advantages"], mask,
+                                                           calc_entropy=cfg.entropy_coeff != 0 or on_policy)
+                    old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
+                    if on_policy:
+                        produced["old_log_probs"].append(old_log_prob)
+                        produced["entropys"].append(entropy.detach())
+                    pg = compute_policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
                                              clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
                                              clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode)
                     loss = pg["pg_loss"]
@@ -73,8 +84,6 @@ class Actor:
                 add("actor/grad_norm", grad_norm.item())
         add("actor/lr", self.scheduler.get_last_lr()[0])
         self.scheduler.step()
-        return metrics
+        out = Batch({k: torch.cat(v) for k, v in produced.items()}) if on_policy else Batch()
+        return metrics, out
 
-
-def entropy_metric(entropy: torch.Tensor, mask: torch.Tensor) -> float:
-    return float(masked_mean(entropy, mask.float()).item())

@@ -29,6 +29,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
+    """Token-weighted entropy parts; the driver sums them over workers into actor/entropy."""
+    mask = batch["response_mask"].to(entropy.device).float()
+    return {"_entropy_sum": [float((entropy * mask).sum())], "_entropy_count": [float(mask.sum())]}
+
+
 class TrainWorker:
     def __init__(self, rank: int, world: int, cfg, total_steps: int, device: str, num_threads: int = 1):
         self.rank, self.world, self.cfg = rank, world, cfg
@@ -158,9 +164,7 @@ class TrainWorker:
     def compute_log_prob(self, batch: Batch):
         micro = self.cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
         log_probs, entropy = self.actor.compute_log_prob(self._local(batch), micro)
-        mask = batch["response_mask"].to(entropy.device).float()
-        return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), {
-            "_entropy_sum": [float((entropy * mask).sum())], "_entropy_count": [float(mask.sum())]}
+        return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), entropy_sums(entropy, batch)
 
     def compute_ref_log_prob(self, batch: Batch):
         arr = self.cfg.actor_rollout_ref
@@ -175,8 +179,10 @@ class TrainWorker:
         return Batch({"values": self.critic.compute_values(self._local(batch)).cpu()}), {}
 
     def update_actor(self, batch: Batch):
-        metrics = self.actor.update_policy(self._local(batch))
-        return Batch(), metrics
+        metrics, produced = self.actor.update_policy(self._local(batch))
+        if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
+            metrics.update(entropy_sums(produced["entropys"], batch))
+        return produced.cpu(), metrics
 
     def update_critic(self, batch: Batch):
         metrics = self.critic.update_critic(self._local(batch))

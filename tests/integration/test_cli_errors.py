@@ -1,0 +1,96 @@
+"""Bad input on the command line: each case ends with exit code 2 and a short message that names the
+cause and the fix — no traceback — and leaves nothing half-written."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.helpers import base_args, run_engine
+
+
+def run_bad(args, cwd):
+    result = run_engine(args, cwd, timeout=300)
+    assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result.stderr
+
+
+def test_unknown_key_names_closest(tmp_path):
+    err = run_bad(["data.train_batch_sise=8"], tmp_path)
+    assert "data.train_batch_sise" in err and "data.train_batch_size" in err
+
+
+def test_wrong_type_names_key_type_and_value(tmp_path):
+    err = run_bad(["data.train_batch_size=lots"], tmp_path)
+    assert "data.train_batch_size" in err and "integer" in err and "lots" in err
+
+
+def test_batch_sizes_that_do_not_divide(tmp_path):
+    err = run_bad(["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4"], tmp_path)
+    assert "data.train_batch_size" in err and "ppo_mini_batch_size" in err
+
+
+def test_grpo_without_groups(tmp_path):
+    err = run_bad(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1"], tmp_path)
+    assert "actor_rollout_ref.rollout.n" in err
+
+
+def test_missing_data_file(tiny_model, arith_data, tmp_path):
+    args = base_args(tiny_model, arith_data, tmp_path / "o")
+    args = [a for a in args if not a.startswith("data.train_files=")] + [f"data.train_files={tmp_path}/nope.parquet"]
+    err = run_bad(args, tmp_path)
+    assert "nope.parquet" in err and "engine.data" in err
+
+
+def test_model_path_not_found(tiny_model, arith_data, tmp_path):
+    args = base_args(str(tmp_path / "no-model"), arith_data, tmp_path / "o")
+    err = run_bad(args, tmp_path)
+    assert "actor_rollout_ref.model.path" in err and "no-model" in err
+
+
+def test_parquet_without_prompt_column(tiny_model, arith_data, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"question": ["1+1=?"] * 32, "data_source": ["arith"] * 32}), bad)
+    args = base_args(tiny_model, arith_data, tmp_path / "o")
+    args = [a for a in args if not a.startswith("data.train_files=")] + [f"data.train_files={bad}"]
+    err = run_bad(args, tmp_path)
+    assert "'prompt'" in err and "data.prompt_key" in err and "question" in err
+
+
+def test_overlong_prompt_with_truncation_error(tiny_model, arith_data, tmp_path):
+    args = base_args(tiny_model, arith_data, tmp_path / "o") + ["data.max_prompt_length=5"]
+    err = run_bad(args, tmp_path)
+    assert "data.max_prompt_length" in err and "filter_overlong_prompts" in err and "truncation" in err
+
+
+def test_custom_reward_file_missing(tiny_model, arith_data, tmp_path):
+    args = base_args(tiny_model, arith_data, tmp_path / "o") + [f"custom_reward_function.path={tmp_path}/r.py"]
+    err = run_bad(args, tmp_path)
+    assert "custom_reward_function.path" in err and "r.py" in err
+
+
+def test_custom_reward_raising(tiny_model, arith_data, tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                      "    raise KeyError('no such field')\n")
+    args = base_args(tiny_model, arith_data, tmp_path / "o") + [f"custom_reward_function.path={reward}"]
+    err = run_bad(args, tmp_path)
+    assert "compute_score" in err and "KeyError" in err and "custom_reward_function" in err
+
+
+@pytest.mark.ray
+def test_more_workers_than_the_machine_has(tiny_model, arith_data, tmp_path):
+    out = tmp_path / "o"
+    args = base_args(tiny_model, arith_data, out) + ["trainer.n_gpus_per_node=16",
+                                                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]
+    err = run_bad(args, tmp_path)
+    assert "trainer.n_gpus_per_node" in err and "16" in err
+    # nothing was trained or written as a checkpoint
+    assert not (out / "latest_checkpointed_iteration.txt").exists()
+    if (out / "metrics.jsonl").exists():
+        assert all("training/global_step" not in json.loads(x)["data"]
+                   for x in (out / "metrics.jsonl").read_text().splitlines())

@@ -1,0 +1,113 @@
+"""The seed-style command on the tiny model with 2 CPU workers (Ray + FSDP2 over gloo): GRPO with a
+save / kill -9 / resume across an epoch boundary and the exported HF model; PPO with critic, reference
+and KL in the reward."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import base_args, engine_env, run_engine
+
+pytestmark = pytest.mark.ray
+
+
+def read_metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def read_samples(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines() if line.strip()]
+
+
+def train_steps(records: list[dict]) -> list[int]:
+    return [r["step"] for r in records if "training/global_step" in r["data"]]
+
+
+def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_data, tmp_path):
+    out = tmp_path / "run"
+    # 64 prompts / 16 per step = 4 steps per epoch; checkpoint at step 4 = the end of epoch 1.
+    args = base_args(tiny_model, arith_data, out, **{
+        "algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.use_kl_loss": "True",
+        "trainer.total_training_steps": 6, "trainer.save_freq": 4, "trainer.test_freq": 3})
+    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", *args], cwd=tmp_path, env=engine_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and 5 not in train_steps(read_metrics(out)):
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.5)
+        assert 5 in train_steps(read_metrics(out)), "the first run never reached step 5"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the driver and everything it started
+        proc.wait()
+    killed_step5 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 5 and s["split"] == "train")
+    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    assert (out / "global_step_4" / "trainer_state.json").exists()
+
+    resumed = run_engine(args, tmp_path)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "resumed" in resumed.stdout
+    steps = train_steps(read_metrics(out))
+    assert steps == [1, 2, 3, 4, 5, 6], f"steps logged: {steps}"  # no gap, no duplicate
+    first = [r for r in read_metrics(out) if r["step"] == 5][0]["data"]
+    assert first["training/epoch"] == 1  # step 5 is the first batch of the second epoch
+    resumed_step5 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 5 and s["split"] == "train")
+    assert resumed_step5 == killed_step5  # the same prompts as the uninterrupted order
+    assert len(resumed_step5) == 16 * 4
+
+    # every rollout of a step is logged, with its per-token arrays
+    step6 = [s for s in read_samples(out) if s["step"] == 6 and s["split"] == "train"]
+    assert len(step6) == 64
+    for s in step6:
+        assert len(s["tokens"]) == len(s["old_log_probs"]) == len(s["ref_log_probs"]) == len(s["advantages"])
+        assert s["data_source"] == "arith" and s["ground_truth"] is not None
+    groups = {}
+    for s in step6:
+        groups.setdefault(s["group_uid"], set()).add(s["prompt_index"])
+    assert len(groups) == 16 and all(len(v) == 1 for v in groups.values())
+
+    # the exported actor is an ordinary HF model directory
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(out / "hf_model")
+    tok = AutoTokenizer.from_pretrained(out / "hf_model")
+    ids = tok.apply_chat_template([{"role": "user", "content": "12+34=?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)
+    gen = model.generate(**ids, max_new_tokens=6, do_sample=False)
+    assert gen.shape[1] > ids["input_ids"].shape[1]
+
+
+def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_path):
+    out = tmp_path / "ppo"
+    args = base_args(tiny_model, arith_data, out, **{
+        "critic.optim.lr": "1e-5", "critic.ppo_micro_batch_size_per_gpu": 4,
+        "algorithm.kl_ctrl.kl_coef": "0.001", "trainer.total_training_steps": 2, "trainer.test_freq": 2,
+        "actor_rollout_ref.rollout.n": 1})
+    result = run_engine(args, tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "roles=actor+rollout+reference+critic" in result.stdout
+    assert "Critic Loss" in result.stdout and "KL" in result.stdout
+    records = read_metrics(out)
+    assert train_steps(records) == [1, 2]
+    last = records[-1]["data"]
+    for key in ("critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/vf_explained_var",
+                "critic/values/mean", "critic/advantages/mean", "critic/returns/mean", "critic/score/mean",
+                "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/entropy", "actor/grad_norm",
+                "actor/lr", "actor/reward_kl_penalty", "actor/reward_kl_penalty_coeff", "response_length/mean",
+                "response_length/clip_ratio", "prompt_length/mean", "timing_s/gen", "timing_s/ref",
+                "timing_s/values", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/update_critic",
+                "timing_per_token_ms/gen", "perf/throughput", "perf/time_per_step", "training/global_step",
+                "val-core/arith/reward/mean@1"):
+        assert key in last, f"missing metric {key}"
+    assert last["actor/reward_kl_penalty_coeff"] == pytest.approx(0.001)
+    samples = [s for s in read_samples(out) if s["step"] == 2 and s["split"] == "train"]
+    assert len(samples) == 16
+    assert all(len(s["values"]) == len(s["tokens"]) == len(s["ref_log_probs"]) for s in samples)
