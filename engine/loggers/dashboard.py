@@ -103,8 +103,7 @@ class Spool:
     def append(self, requests: list[dict]) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
-            for request in requests:
-                f.write(json.dumps(request) + "\n")
+            f.writelines(json.dumps(request) + "\n" for request in requests)
             f.flush()
             os.fsync(f.fileno())
 
@@ -233,6 +232,7 @@ class DashboardLogger(Logger):
         if self._closed:
             return
         self._closed = True
+        self._close_deadline = time.monotonic() + max(self.close_timeout - 2.0, 0.0)
         with self._cond:
             self._seal()
             self._closing = True
@@ -251,6 +251,7 @@ class DashboardLogger(Logger):
 
     # -------------------------------------------------------------------------------------- internals
     _busy = False
+    _close_deadline = 0.0
 
     def _sample(self, step: int, sample: dict[str, Any]) -> dict:
         sample = dict(sample)
@@ -325,7 +326,7 @@ class DashboardLogger(Logger):
                         backoff = 0.0
                     else:
                         backoff = min(max(backoff * 2, 0.5), 10.0)
-                        if closing:
+                        if closing and time.monotonic() > self._close_deadline:
                             return
                         with self._cond:
                             self._cond.wait(backoff)

@@ -1,0 +1,89 @@
+"""Dependencies the routes share: the session, the settings, authentication, the run being addressed."""
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+from sqlmodel import Session
+
+from backend.models import Run
+from backend.services.runs import token_matches
+from backend.settings import Settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine, expire_on_commit=False) as session:
+        session.info["bus"] = request.app.state.bus  # ingest wakes the live streams after commit
+        yield session
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    # EventSource cannot send headers: the SSE routes also take ?access_token= (redacted from access logs).
+    if request.url.path.endswith("/events"):
+        return request.query_params.get("access_token")
+    return None
+
+
+def _is_api_token(settings: Settings, token: str | None) -> bool:
+    expected = settings.api_token.get_secret_value() if settings.api_token else None
+    return bool(expected and token and hmac.compare_digest(token.encode(), expected.encode()))
+
+
+def require_user(request: Request) -> None:
+    """With RLSTUDIO_API_TOKEN set, `Authorization: Bearer <token>` is required."""
+    settings: Settings = request.app.state.settings
+    if settings.api_token is None:
+        return
+    token = _bearer(request)
+    if token is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Missing 'Authorization: Bearer <token>' header.",
+                            headers={"WWW-Authenticate": "Bearer"})
+    if not _is_api_token(settings, token):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "Invalid API token.")
+
+
+def get_run_or_404(session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"Run {run_id} not found.")
+    return run
+
+
+def ingest_run(request: Request, session: SessionDep, run_id: Annotated[int, Path(ge=1)]) -> Run:
+    """The run an ingest request writes to. Accepts the API token or this run's own ingest token; a
+    token presented for another run is refused even with authentication off (a run writes only to itself)."""
+    settings: Settings = request.app.state.settings
+    token = _bearer(request)
+    run = get_run_or_404(session, run_id)
+    if token is None:
+        if settings.api_token is None:
+            return run
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "Missing 'Authorization: Bearer <token>' header.",
+                            headers={"WWW-Authenticate": "Bearer"})
+    if _is_api_token(settings, token) or token_matches(token, run.ingest_token_hash):
+        return run
+    raise HTTPException(status.HTTP_403_FORBIDDEN, f"This token may not write to run {run_id}.")
+
+
+IngestRunDep = Annotated[Run, Depends(ingest_run)]
+
+
+def check_body_size(request: Request) -> None:
+    settings: Settings = request.app.state.settings
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > settings.max_request_bytes:
+        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                            f"Request body over {settings.max_request_bytes} bytes; send smaller batches.")

@@ -1,0 +1,80 @@
+"""Server-sent events: one stream per run (metrics, samples, status, logs) and one for the runs list.
+Each event's id is the feed's database id: reconnecting with `Last-Event-ID` (or `?last_event_id=`) resumes
+right after it, with no gap. A new connection without one starts with a `hello` event carrying the
+current id, then only new events."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from sqlalchemy import func
+from sqlmodel import Session, select
+from sse_starlette import EventSourceResponse
+
+from backend.api.deps import get_run_or_404
+from backend.models import Event
+from backend.services.events import RUNS_CHANNEL, run_channel
+
+router = APIRouter(tags=["events"])
+
+BATCH = 500
+
+
+def _last_id(session: Session, channel: str) -> int:
+    return session.exec(select(func.max(Event.id)).where(Event.channel == channel)).one() or 0
+
+
+def _stream(request: Request, channel: str, last_event_id: int | None):
+    engine, bus = request.app.state.engine, request.app.state.bus
+
+    async def generate():
+        waiter = bus.waiter()
+        try:
+            cursor = last_event_id
+            if cursor is None:
+                with Session(engine) as session:
+                    cursor = _last_id(session, channel)
+                yield {"event": "hello", "id": str(cursor), "data": json.dumps({"last_event_id": cursor})}
+            while not await request.is_disconnected():
+                waiter.clear()  # cleared before the query: a notify during it is not lost
+                with Session(engine) as session:
+                    rows = session.exec(select(Event).where(Event.channel == channel, Event.id > cursor)
+                                        .order_by(Event.id).limit(BATCH)).all()
+                for row in rows:
+                    cursor = row.id
+                    yield {"event": row.kind, "id": str(row.id), "data": json.dumps(row.data)}
+                if len(rows) < BATCH:
+                    try:
+                        await asyncio.wait_for(waiter.wait(), timeout=1.0)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            bus.release(waiter)
+
+    return EventSourceResponse(generate(), ping=15, headers={"X-Accel-Buffering": "no"})
+
+
+def _resume_from(header: str | None, query: int | None) -> int | None:
+    if header and header.strip().isdigit():
+        return int(header.strip())
+    return query
+
+
+@router.get("/runs/events", summary="SSE: the runs list (created, status, progress, deleted)")
+def runs_events(request: Request, last_event_id: Annotated[int | None, Query(ge=0)] = None,
+                last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+                access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
+                = None):
+    return _stream(request, RUNS_CHANNEL, _resume_from(last_event_id_header, last_event_id))
+
+
+@router.get("/runs/{run_id}/events", summary="SSE: one run's metrics, samples, status and log lines")
+def run_events(request: Request, run_id: int, last_event_id: Annotated[int | None, Query(ge=0)] = None,
+               last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+               access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
+               = None):
+    with Session(request.app.state.engine) as session:
+        get_run_or_404(session, run_id)
+    return _stream(request, run_channel(run_id), _resume_from(last_event_id_header, last_event_id))

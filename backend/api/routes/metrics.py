@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+
+from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
+from backend.services import metrics
+
+router = APIRouter(tags=["metrics"])
+ingest_router = APIRouter(tags=["metrics"])  # authenticated by the run's ingest token or the API token
+
+MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
+    "downsample each series to at most this many points, keeping every bucket's min and max"))]
+
+
+@ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult, dependencies=[Depends(check_body_size)],
+             responses={413: {"description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
+                                             "(default 10,000) in one request"}})
+def ingest_metrics(request_run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
+    """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
+    At most RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST points (default 10,000) per request, else 413."""
+    if len(body.points) > settings.max_metric_points_per_request:
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
+                            f"points: {len(body.points)} points in one request; the maximum is "
+                            f"{settings.max_metric_points_per_request}. Split the batch.")
+    run = session.merge(request_run)
+    accepted = metrics.ingest(session, run, body.points)
+    _notify(session)
+    return IngestResult(accepted=accepted)
+
+
+def _notify(session) -> None:
+    bus = session.info.get("bus")
+    if bus is not None:
+        bus.notify()
+
+
+@router.get("/runs/{run_id}/metrics", response_model=MetricSeriesList)
+def run_metrics(session: SessionDep, run_id: int,
+                key: Annotated[list[str] | None, Query(description="keys; default all")] = None,
+                step_min: Annotated[int | None, Query(ge=0)] = None,
+                step_max: Annotated[int | None, Query(ge=0)] = None,
+                max_points: MaxPoints = 1000):
+    """This run's series: one entry per key with steps, values, wall times."""
+    get_run_or_404(session, run_id)
+    keys = key or metrics.keys(session, [run_id])
+    data = metrics.series(session, [run_id], keys, step_min, step_max, max_points)
+    return MetricSeriesList(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/metrics/keys", response_model=MetricKeys)
+def run_metric_keys(session: SessionDep, run_id: int):
+    get_run_or_404(session, run_id)
+    data = metrics.keys(session, [run_id])
+    return MetricKeys(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/metrics/latest", response_model=LatestMetrics)
+def run_latest_metrics(session: SessionDep, run_id: int, key: Annotated[list[str] | None, Query()] = None):
+    """The newest value of every key (or of the keys asked for)."""
+    get_run_or_404(session, run_id)
+    data = metrics.latest(session, run_id, key)
+    return LatestMetrics(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/metrics/export", responses={200: {"content": {"text/csv": {},
+                                                                      "application/vnd.apache.parquet": {}}}})
+def export_metrics(session: SessionDep, run_id: int, format: Literal["csv", "parquet"] = "csv",
+                   layout: Literal["wide", "long"] = "wide"):
+    """Every point of the run: `wide` = one row per step, one column per key; `long` = step,key,value,wall_time."""
+    run = get_run_or_404(session, run_id)
+    body = metrics.export(session, run_id, format, layout)
+    media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
+    filename = f"run-{run.id}-metrics.{format}"
+    return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@router.get("/metrics", response_model=MetricSeriesList)
+def query_metrics(session: SessionDep,
+                  run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
+                  key: Annotated[list[str], Query(min_length=1, max_length=200)],
+                  step_min: Annotated[int | None, Query(ge=0)] = None,
+                  step_max: Annotated[int | None, Query(ge=0)] = None,
+                  max_points: MaxPoints = 1000):
+    """Runs x keys x step range, for charts and comparisons."""
+    data = metrics.series(session, run_id, key, step_min, step_max, max_points)
+    return MetricSeriesList(data=data, count=len(data))
+
+
+@router.get("/metrics/keys", response_model=MetricKeys)
+def query_metric_keys(session: SessionDep, run_id: Annotated[list[int], Query(min_length=1, max_length=100)]):
+    data = metrics.keys(session, run_id)
+    return MetricKeys(data=data, count=len(data))

@@ -1,0 +1,106 @@
+"""The application factory: settings -> migrations -> database -> routes -> Ray dispatch -> static UI."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from sqlalchemy.exc import IntegrityError
+
+from backend import db
+from backend.api.main import api_router
+from backend.api.routes.health import health_of
+from backend.services.artifacts import safe_path
+from backend.services.events import EventBus
+from backend.settings import Settings
+
+log = logging.getLogger("rlstudio")
+
+API_PREFIX = "/api/v1"
+
+NOT_BUILT = """<!doctype html><html><head><meta charset="utf-8"><title>rlstudio</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40em; margin: 4em auto">
+<h1>rlstudio</h1><p>The web UI is not built (no <code>{dir}</code>).
+Build it with <code>npm run build</code> in <code>frontend/</code>, or set <code>RLSTUDIO_FRONTEND_DIR</code>.</p>
+<p>The API is up: see <a href="/docs">/docs</a> and <a href="/api/v1/runs">/api/v1/runs</a>.</p></body></html>"""
+
+
+class RedactTokens(logging.Filter):
+    """Access logs must not carry secrets: `?access_token=...` (SSE) is masked."""
+
+    pattern = re.compile(r"(access_token=)[^&\s\"]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.pattern.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.bus.bind(asyncio.get_running_loop())
+        dispatcher = None
+        if settings.dispatch:
+            from backend.services.dispatch import Dispatcher
+
+            dispatcher = Dispatcher(settings, app.state.engine, app.state.bus)
+            app.state.dispatcher = dispatcher
+            await dispatcher.start()
+        try:
+            yield
+        finally:
+            if dispatcher is not None:
+                await dispatcher.shutdown()
+            app.state.engine.dispose()
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.runs_dir.mkdir(parents=True, exist_ok=True)
+    db.upgrade(settings.db_url)
+
+    app = FastAPI(title="rlstudio", version="0.1.0", lifespan=lifespan,
+                  description="Experiments, runs (launched as Ray jobs), metrics, samples, logs; live over SSE.")
+    app.state.settings = settings
+    app.state.engine = db.make_engine(settings.db_url)
+    with app.state.engine.connect():  # first connection: WAL mode is set on the file from now on
+        pass
+    app.state.bus = EventBus()
+    app.state.dispatcher = None
+    logging.getLogger("uvicorn.access").addFilter(RedactTokens())
+
+    if settings.cors_origins:  # off by default
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                           allow_headers=["*"])
+
+    @app.exception_handler(IntegrityError)
+    async def integrity_error(_request: Request, exc: IntegrityError):
+        return JSONResponse(status_code=409, content={"detail": "Conflicts with existing data (a unique field "
+                                                                 "or a reference to something that does not exist)."})
+
+    app.include_router(api_router, prefix=API_PREFIX)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz(request: Request):
+        """Unauthenticated liveness for containers (the same as /api/v1/health, which needs the token)."""
+        return health_of(request)
+
+    frontend = Path(settings.frontend_dir)
+
+    @app.get("/{path:path}", include_in_schema=False)
+    def frontend_files(path: str):
+        if path == "api" or path.startswith("api/"):
+            raise HTTPException(404, f"No API route /{path}.")
+        index = frontend / "index.html"
+        if not index.is_file():
+            return HTMLResponse(NOT_BUILT.format(dir=frontend), status_code=200)
+        target = safe_path(frontend, path) if path else None
+        return FileResponse(target or index)  # SPA fallback: unknown paths get the app, which routes them
+
+    return app

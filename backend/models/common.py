@@ -1,0 +1,55 @@
+"""Column types shared by the tables."""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, DateTime
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Stored as naive UTC (SQLite has no time zones), always returned timezone-aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+JSONType = JSON().with_variant(JSON(none_as_null=True), "sqlite")
+
+
+def finite_or_text(value: float | None) -> float | str | None:
+    """JSON has no NaN/Infinity: non-finite values go out as the strings 'NaN', 'Infinity', '-Infinity'.
+    SQLite stores NaN as NULL, so a NULL metric value reads back as 'NaN'."""
+    if value is None:
+        return "NaN"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def clean_json(value):
+    """Non-finite floats -> None, recursively: JSON responses cannot carry NaN or Infinity."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value

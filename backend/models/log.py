@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import math
+
+from pydantic import field_validator
+from sqlalchemy import Column, ForeignKey, Integer, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class LogLineBase(SQLModel):
+    source: str = Field(default="engine", max_length=20)  # job (Ray job output) | engine (dashboard logger)
+    seq: int = Field(ge=0)  # line number within (run, source): makes ingest idempotent
+    text: str = Field(sa_type=Text)
+    time: float = 0.0
+
+
+class LogLineIn(SQLModel):
+    seq: int = Field(ge=0)
+    text: str = Field(max_length=100_000)
+    time: float | None = None
+
+    @field_validator("time")
+    @classmethod
+    def _finite_time(cls, value):
+        if value is not None and not math.isfinite(value):
+            raise ValueError("time must be a finite number of seconds")
+        return value
+
+
+class LogsIngest(SQLModel):
+    source: str = Field(default="engine", regex=r"^[a-z][a-z0-9_-]{0,19}$")
+    lines: list[LogLineIn]
+
+
+class LogLine(LogLineBase, table=True):
+    __tablename__ = "log_line"
+    __table_args__ = (UniqueConstraint("run_id", "source", "seq", name="uq_log_line_position"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False,
+                                         index=True))
+
+
+class LogLinePublic(LogLineBase):
+    id: int
+
+
+class LogLinesPublic(SQLModel):
+    data: list[LogLinePublic]
+    count: int

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import model_validator
+from sqlalchemy import Column, ForeignKey, Integer
+from sqlmodel import Field, SQLModel
+
+from backend.models.common import JSONType, UTCDateTime, clean_json, utcnow
+
+
+class RunStatus(str, Enum):
+    queued = "queued"  # waiting in rlstudio's FIFO queue (concurrency limit)
+    starting = "starting"  # submitted to Ray, the job is PENDING
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+    lost = "lost"  # recorded as running but its Ray job no longer exists
+
+
+ACTIVE = (RunStatus.queued, RunStatus.starting, RunStatus.running)
+TERMINAL = (RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled, RunStatus.lost)
+
+
+class RunBase(SQLModel):
+    name: str = Field(default="", max_length=200)
+    tags: list[str] = Field(default_factory=list, sa_type=JSONType)
+    notes: str = Field(default="", max_length=100_000)
+
+
+class RunCreate(SQLModel):
+    """A run: a config (nested tree and/or verl-style `key=value` overrides, optionally on a preset),
+    validated with the engine's schema. `launch=false` records a run driven from outside (a training
+    command started by hand with the dashboard logger, like a wandb run): the response then carries the
+    run's ingest token, once."""
+
+    experiment_id: int | None = None
+    experiment_name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str = Field(default="", max_length=200)
+    preset: str | None = Field(default=None, max_length=100)
+    config: dict[str, Any] = Field(default_factory=dict)
+    overrides: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    notes: str = Field(default="", max_length=100_000)
+    launch: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data):
+        return clean_json(data) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _tags_are_short(self):
+        for tag in self.tags:
+            if not tag or len(tag) > 100:
+                raise ValueError("tags: each tag must be 1-100 characters")
+        return self
+
+
+class RunUpdate(SQLModel):
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[str] | None = None
+    notes: str | None = Field(default=None, max_length=100_000)
+
+
+class RunFork(SQLModel):
+    """Fork: the parent's config with these edits (a nested tree and/or overrides) as a new run."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data):
+        return clean_json(data) if isinstance(data, dict) else data
+
+    name: str | None = Field(default=None, max_length=200)
+    config: dict[str, Any] = Field(default_factory=dict)
+    overrides: list[str] = Field(default_factory=list)
+    tags: list[str] | None = None
+    launch: bool = True
+
+
+class RunStatusReport(SQLModel):
+    """What the engine's dashboard logger reports with `log_status`."""
+
+    status: str = Field(max_length=50)
+    error: str | None = Field(default=None, max_length=100_000)
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class Run(RunBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int = Field(sa_column=Column(Integer, ForeignKey("experiment.id", ondelete="CASCADE"),
+                                                nullable=False, index=True))
+    status: RunStatus = Field(default=RunStatus.queued, index=True, max_length=20)
+    source: str = Field(default="server", max_length=20)  # server (Ray job) | external (started by hand)
+    preset: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict, sa_type=JSONType)  # what the user asked for
+    resolved_config: dict[str, Any] = Field(default_factory=dict, sa_type=JSONType)  # the full validated config
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    progress_step: int | None = None
+    progress_total: int | None = None
+    eta_seconds: float | None = None
+    error: str | None = None
+    log_tail: str | None = None
+    submission_id: str | None = Field(default=None, index=True)
+    parent_id: int | None = Field(default=None, sa_column=Column(
+        Integer, ForeignKey("run.id", ondelete="SET NULL"), nullable=True))
+    parent_relation: str | None = None  # fork | resume
+    ingest_token_hash: str = Field(default="", max_length=128)
+    run_dir: str = ""
+
+
+class RunPublic(RunBase):
+    id: int
+    experiment_id: int
+    status: RunStatus
+    source: str
+    preset: str | None
+    config: dict[str, Any]
+    resolved_config: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    progress_step: int | None
+    progress_total: int | None
+    eta_seconds: float | None
+    error: str | None
+    log_tail: str | None
+    submission_id: str | None
+    parent_id: int | None
+    parent_relation: str | None
+
+
+class RunCreated(RunPublic):
+    ingest_token: str | None = None  # only for launch=false, only in this response
+
+
+class RunsPublic(SQLModel):
+    data: list[RunPublic]
+    count: int

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from backend.models.common import JSONType, clean_json
+
+Split = Literal["train", "val"]
+
+
+class SampleBase(SQLModel):
+    step: int = Field(ge=0)
+    split: Split = Field(default="train", sa_type=Text)
+    # Position of the sample among its step's samples of that split: with (run, split, step) it makes
+    # ingest idempotent. The dashboard logger numbers them.
+    sample_index: int = Field(ge=0)
+    prompt_index: int | None = None
+    group_uid: str | None = Field(default=None, max_length=200)
+    prompt: str = Field(default="", sa_type=Text)
+    response: str = Field(default="", sa_type=Text)
+    score: float | None = None
+    reward: float | None = None
+    ground_truth: str | None = Field(default=None, sa_type=Text)
+    data_source: str | None = Field(default=None, max_length=200)
+    tokens: list[str] | None = Field(default=None, sa_type=JSONType)
+    old_log_probs: list[float | None] | None = Field(default=None, sa_type=JSONType)
+    ref_log_probs: list[float | None] | None = Field(default=None, sa_type=JSONType)
+    advantages: list[float | None] | None = Field(default=None, sa_type=JSONType)
+    values: list[float | None] | None = Field(default=None, sa_type=JSONType)
+    extras: dict[str, Any] = Field(default_factory=dict, sa_type=JSONType)
+
+
+class SampleIn(SampleBase):
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data):
+        return clean_json(data) if isinstance(data, dict) else data
+
+
+class SamplesIngest(SQLModel):
+    samples: list[SampleIn]
+
+
+class Sample(SampleBase, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "split", "step", "sample_index", name="uq_sample_position"),
+                      Index("ix_sample_run_prompt", "run_id", "prompt_index"))
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False))
+    wall_time: float = 0.0
+
+
+class SamplePublic(SampleBase):
+    id: int
+    run_id: int
+    wall_time: float
+
+
+class SamplesPublic(SQLModel):
+    data: list[SamplePublic]
+    count: int
+
+
+class SampleStep(SQLModel):
+    step: int
+    split: str
+    count: int
+    mean_score: float | None
+
+
+class SampleSteps(SQLModel):
+    data: list[SampleStep]
+    count: int

@@ -1,0 +1,1 @@
+"""What the routes call: ingest and queries, the live event feed, run creation, Ray dispatch."""

@@ -1,0 +1,319 @@
+"""Runs as Ray jobs. One asyncio task: start (or connect to) Ray, reconcile what the database believes with
+what the cluster has, then every poll interval follow each job's status, launch queued runs in FIFO order
+up to the concurrency limit, and stream each job's output into the log table."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from backend.models import LogLine, Run, RunStatus
+from backend.services import run_config
+from backend.services.events import EventBus
+from backend.services.logs import insert_lines
+from backend.services.ray_head import LocalRayHead, read_token
+from backend.services.runs import log_tail, new_token, set_status
+from backend.settings import Settings
+
+log = logging.getLogger("rlstudio.dispatch")
+
+JOB_STATUS = {"PENDING": RunStatus.starting, "RUNNING": RunStatus.running, "SUCCEEDED": RunStatus.succeeded,
+              "FAILED": RunStatus.failed, "STOPPED": RunStatus.cancelled}
+IN_FLIGHT = (RunStatus.starting, RunStatus.running)
+
+
+def _missing(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "does not exist" in text or "404" in text or "not found" in text
+
+
+def _cluster_token(settings: Settings) -> str | None:
+    if settings.ray_auth_token is not None:
+        return settings.ray_auth_token.get_secret_value()
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"]
+    for candidate in (os.environ.get("RAY_AUTH_TOKEN_PATH"), str(Path.home() / ".ray" / "auth_token")):
+        if candidate and Path(candidate).is_file():
+            return read_token(Path(candidate))
+    return None
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings, engine: Engine, bus: EventBus):
+        self.settings, self.engine, self.bus = settings, engine, bus
+        self.head: LocalRayHead | None = None
+        self.client = None
+        self.address: str | None = None
+        self.state = "starting"
+        self._wake = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._followers: dict[int, asyncio.Task] = {}
+
+    # ------------------------------------------------------------------------------------------- life
+    def describe(self) -> str:
+        return self.state
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._main(), name="rlstudio-dispatch")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for task in self._followers.values():
+            task.cancel()
+        await asyncio.gather(*self._followers.values(), return_exceptions=True)
+        if self.head is not None:
+            await asyncio.to_thread(self.head.stop)
+
+    async def _connect(self) -> None:
+        from ray.job_submission import JobSubmissionClient
+
+        if self.settings.ray_address:
+            self.address, token = self.settings.ray_address, _cluster_token(self.settings)
+        else:
+            self.state = "starting a local Ray head"
+            self.head = LocalRayHead(self.settings.data_dir, self.settings.ray_num_cpus)
+            self.address = await asyncio.to_thread(self.head.start)
+            token = self.head.token
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.client = await asyncio.to_thread(JobSubmissionClient, self.address, headers=headers)
+
+    async def _main(self) -> None:
+        try:
+            await self._connect()
+        except Exception as exc:  # noqa: BLE001 - reported through /health; queued runs wait
+            self.state = f"error: cannot reach Ray ({exc})"
+            log.error("dispatch: %s", self.state)
+            return
+        self.state = f"ray {self.address}" + (" (local head owned by this server)" if self.head else "")
+        await self._reconcile()
+        self._ready.set()
+        while True:
+            try:
+                await self._tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatch tick failed")
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval_s)
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------------------------- reconcile
+    async def _reconcile(self) -> None:
+        """A run the database calls starting/running whose Ray job no longer exists is `lost`."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            runs = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT))).all()
+        for run in runs:
+            if not run.submission_id:
+                await self._finish(run.id, RunStatus.lost, "The server stopped before the run was submitted to Ray.")
+                continue
+            try:
+                await asyncio.to_thread(self.client.get_job_info, run.submission_id)
+            except Exception as exc:  # noqa: BLE001
+                if _missing(exc):
+                    await self._finish(run.id, RunStatus.lost,
+                                       f"Ray job {run.submission_id} no longer exists on {self.address} (the Ray "
+                                       "cluster was restarted, or the server that owned it stopped); found when "
+                                       "the server started.")
+                else:
+                    log.warning("reconcile: run %s: %s", run.id, exc)
+
+    # ------------------------------------------------------------------------------------------ tick
+    async def _tick(self) -> None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            in_flight = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT),
+                                                       Run.submission_id.is_not(None))).all()
+        for run in in_flight:
+            await self._follow_status(run)
+        with Session(self.engine, expire_on_commit=False) as session:
+            busy = session.exec(select(func.count()).select_from(Run).where(
+                Run.source == "server", Run.status.in_(IN_FLIGHT))).one()
+            free = max(self.settings.max_concurrent_runs - busy, 0)
+            queued = session.exec(select(Run).where(Run.source == "server", Run.status == RunStatus.queued)
+                                  .order_by(Run.id).limit(free)).all() if free else []
+        for run in queued:
+            await self._submit(run)
+
+    async def _follow_status(self, run: Run) -> None:
+        try:
+            info = await asyncio.to_thread(self.client.get_job_info, run.submission_id)
+        except Exception as exc:  # noqa: BLE001
+            if _missing(exc):
+                await self._finish(run.id, RunStatus.lost, f"Ray job {run.submission_id} disappeared.")
+            return
+        status = JOB_STATUS.get(str(getattr(info.status, "value", info.status)))
+        if status is None:
+            return
+        if status in (RunStatus.starting, RunStatus.running):
+            if run.id not in self._followers:
+                self._followers[run.id] = asyncio.create_task(self._follow_logs(run.id, run.submission_id))
+            if status == RunStatus.running and run.status == RunStatus.starting:
+                with Session(self.engine, expire_on_commit=False) as session:
+                    fresh = session.get(Run, run.id)
+                    if fresh is not None and set_status(session, fresh, RunStatus.running):
+                        session.commit()
+                        self.bus.notify()
+            return
+        await self._drain_logs(run.id, run.submission_id)
+        error = None
+        if status == RunStatus.failed:
+            error = info.message or "The Ray job failed."
+        await self._finish(run.id, status, error)
+
+    async def _finish(self, run_id: int, status: RunStatus, error: str | None) -> None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                return
+            tail = log_tail(session, run_id) if status in (RunStatus.failed, RunStatus.lost) else None
+            if set_status(session, run, status, error=error, log_tail=tail):
+                session.commit()
+                self.bus.notify()
+
+    # ---------------------------------------------------------------------------------------- submit
+    async def _submit(self, run: Run) -> None:
+        token, token_hash = new_token()
+        submission_id = f"rlstudio-run-{run.id}-{uuid.uuid4().hex[:8]}"
+        run_dir = Path(run.run_dir)
+        forced = {"trainer.logger": _with_dashboard(run.resolved_config),
+                  "trainer.dashboard_url": self.settings.server_url}
+        if not (run.config.get("trainer") or {}).get("default_local_dir"):
+            forced["trainer.default_local_dir"] = str(run_dir / "checkpoints")
+        python = self.settings.job_python or (sys.executable if self.head else "python")
+        workdir = str(self.settings.job_workdir or Path.cwd())
+        entrypoint = run_config.job_entrypoint(python, workdir, run.preset, run.config, forced,
+                                               self.settings.job_module)
+        env = {"RLSTUDIO_URL": self.settings.server_url, "RLSTUDIO_RUN_ID": str(run.id),
+               "RLSTUDIO_INGEST_TOKEN": token, "RLSTUDIO_SPOOL_DIR": str(run_dir / "spool"),
+               "PYTHONUNBUFFERED": "1"}
+        with Session(self.engine, expire_on_commit=False) as session:
+            fresh = session.get(Run, run.id)
+            if fresh is None or fresh.status != RunStatus.queued:
+                return
+            fresh.submission_id, fresh.ingest_token_hash = submission_id, token_hash
+            set_status(session, fresh, RunStatus.starting)
+            session.commit()
+        self.bus.notify()
+        try:
+            await asyncio.to_thread(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
+                                    runtime_env={"env_vars": env},
+                                    metadata={"rlstudio_run_id": str(run.id)})
+        except Exception as exc:  # noqa: BLE001 - the run failed to launch; say why
+            await self._finish(run.id, RunStatus.failed, f"Could not submit the Ray job: {exc}")
+            return
+        log.info("run %s submitted as Ray job %s", run.id, submission_id)
+        self._followers[run.id] = asyncio.create_task(self._follow_logs(run.id, submission_id))
+
+    async def stop_job(self, submission_id: str, timeout: float = 10.0) -> None:
+        """Stop the job: Ray sends SIGTERM to the entrypoint's process group, then SIGKILL; the job's
+        actors and workers die with their driver. Returns once Ray reports it terminal (or timeout)."""
+        if self.client is None:
+            return
+        try:
+            await asyncio.to_thread(self.client.stop_job, submission_id)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("stop_job %s: %s", submission_id, exc)
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                status = await asyncio.to_thread(self.client.get_job_status, submission_id)
+            except Exception:  # noqa: BLE001
+                return
+            if status.is_terminal():
+                return
+            await asyncio.sleep(0.2)
+
+    # ------------------------------------------------------------------------------------------ logs
+    def _stored_lines(self, run_id: int) -> int:
+        with Session(self.engine) as session:
+            return session.exec(select(func.count()).select_from(LogLine).where(
+                LogLine.run_id == run_id, LogLine.source == "job")).one()
+
+    def _store(self, run_id: int, first_seq: int, lines: list[str]) -> None:
+        if not lines:
+            return
+        now = time.time()
+        with Session(self.engine) as session:
+            insert_lines(session, run_id, "job", [(first_seq + i, text, now) for i, text in enumerate(lines)])
+        self.bus.notify()
+
+    async def _follow_logs(self, run_id: int, submission_id: str) -> None:
+        """Tail the job's output into the log table; line numbers make a restart of the server (which
+        replays the log from its start) insert each line once."""
+        skip = await asyncio.to_thread(self._stored_lines, run_id)
+        seq, pending, batch, last_flush = 0, "", [], time.monotonic()
+        try:
+            async for chunk in self.client.tail_job_logs(submission_id):
+                pending += chunk
+                *complete, pending = pending.split("\n")
+                for line in complete:
+                    if seq >= skip:
+                        batch.append(_screen_line(line))
+                    seq += 1
+                if batch and (len(batch) >= 200 or time.monotonic() - last_flush > 0.3):
+                    await asyncio.to_thread(self._store, run_id, seq - len(batch), batch)
+                    batch, last_flush = [], time.monotonic()
+            if pending:
+                if seq >= skip:
+                    batch.append(_screen_line(pending))
+                seq += 1
+            await asyncio.to_thread(self._store, run_id, seq - len(batch), batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the final drain fills any gap
+            log.info("log tail of run %s ended: %s", run_id, exc)
+        finally:
+            self._followers.pop(run_id, None)
+
+    async def _drain_logs(self, run_id: int, submission_id: str) -> None:
+        """After the job ends: let the tail finish, then add whatever it missed from the full log."""
+        follower = self._followers.get(run_id)
+        if follower is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(follower), 5)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                follower.cancel()
+        try:
+            text = await asyncio.to_thread(self.client.get_job_logs, submission_id)
+        except Exception:  # noqa: BLE001
+            return
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        stored = await asyncio.to_thread(self._stored_lines, run_id)
+        if len(lines) > stored:
+            await asyncio.to_thread(self._store, run_id, stored, [_screen_line(x) for x in lines[stored:]])
+
+
+def _screen_line(line: str) -> str:
+    """What a terminal shows of a line rewritten with carriage returns (progress bars)."""
+    line = line.rstrip("\r")
+    return line.rsplit("\r", 1)[-1]
+
+
+def _with_dashboard(resolved: dict) -> list[str]:
+    loggers = (resolved.get("trainer") or {}).get("logger") or ["console"]
+    if isinstance(loggers, str):
+        loggers = [loggers]
+    out = list(loggers)
+    for name in ("console", "dashboard"):
+        if name not in out:
+            out.append(name)
+    return out

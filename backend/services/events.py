@@ -1,0 +1,60 @@
+"""The live feed. Every change is written as an `Event` row in the same transaction as the data it
+announces, so its id (monotonic, from the database) is what SSE clients resume from; after the commit
+`bus.notify()` wakes the streams of this process at once (a stream also polls every second, so writers
+in another process are seen too)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from sqlmodel import Session
+
+from backend.models import Event
+
+
+def run_channel(run_id: int) -> str:
+    return f"run:{run_id}"
+
+
+RUNS_CHANNEL = "runs"
+
+
+def add_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:
+    session.add(Event(channel=channel, kind=kind, data=data, time=time.time()))
+
+
+class EventBus:
+    """Wakes waiting SSE streams; notify() is safe to call from worker threads."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: set[asyncio.Event] = set()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def waiter(self) -> asyncio.Event:
+        event = asyncio.Event()
+        self._waiters.add(event)
+        return event
+
+    def release(self, event: asyncio.Event) -> None:
+        self._waiters.discard(event)
+
+    def notify(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake()
+        else:
+            loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        for event in list(self._waiters):
+            event.set()

@@ -1,0 +1,137 @@
+"""Run configs: validated with the engine's one schema (`engine.config`), stored as the user's tree, and
+turned back into a `python -m engine.main_ppo` command line for the Ray job."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.config import ConfigError, build_config, flatten, parse_overrides
+from engine.config.loader import CONFIG_DIR, check_keys
+from engine.config.overrides import Override
+
+PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+class RunConfigError(ValueError):
+    """A config the engine rejects: `field` is the dotted key it names (or None), `message` its words."""
+
+    def __init__(self, message: str, field: str | None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def field_of(message: str) -> str | None:
+    quoted = re.search(r"'([A-Za-z_+][\w.+-]*)'", message)
+    if quoted:
+        return quoted.group(1).lstrip("+")
+    leading = re.match(r"^([A-Za-z_][\w]*(?:\.[\w]+)+)", message)
+    return leading.group(1) if leading else None
+
+
+def presets_dir() -> Path:
+    return CONFIG_DIR
+
+
+def preset_names() -> list[str]:
+    directory = presets_dir()
+    return sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """A preset's tree. Only names listed in the presets folder are read (no paths)."""
+    if not PRESET_NAME.match(name) or name not in preset_names():
+        raise RunConfigError(f"Unknown preset '{name}'. Available: {', '.join(preset_names()) or 'none'}.", "preset")
+    tree = yaml.safe_load((presets_dir() / f"{name}.yaml").read_text()) or {}
+    tree.pop("defaults", None)
+    return tree
+
+
+def _set(tree: dict, dotted: str, value: Any) -> None:
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -> tuple[dict, dict]:
+    """(the user's tree = config with overrides applied, the full resolved config as JSON)."""
+    if preset is not None:
+        load_preset(preset)  # name check before the engine sees it
+    try:
+        parsed = parse_overrides(overrides)
+        tree = dict(config)
+        for o in parsed:
+            _set(tree, o.key, o.value)
+        resolved = build_config(overrides=overrides, config_name=preset, base=config)
+    except ConfigError as exc:
+        message = str(exc)
+        raise RunConfigError(message, field_of(message)) from None
+    return tree, resolved.model_dump(mode="json")
+
+
+# ------------------------------------------------------------------------------- back to a command line
+_PLAIN = re.compile(r"^[A-Za-z_/.~][A-Za-z0-9_./:@+\-~]*$")
+
+
+def format_value(value: Any) -> str:
+    """A value in the override grammar the engine parses (Hydra's): lists [a,b], quoted strings, null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in ("null", "true", "false", "nan", "inf"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def to_overrides(tree: dict[str, Any]) -> list[str]:
+    args = []
+    for key, value in flatten(tree).items():
+        try:
+            check_keys([Override(key, value, add=False)])
+            prefix = ""
+        except ConfigError:
+            prefix = "+"  # a key the schema does not list (validated earlier as an extensible section's)
+        args.append(f"{prefix}{key}={format_value(value)}")
+    return args
+
+
+def job_entrypoint(python: str, workdir: str, preset: str | None, tree: dict[str, Any],
+                   forced: dict[str, Any], module: str = "engine.main_ppo") -> str:
+    args = ["-m", module]
+    if preset:
+        args += ["--config-name", preset]
+    args += to_overrides(merge(tree, _nest(forced)))
+    return f"cd {shlex.quote(workdir)} && exec {shlex.quote(python)} " + " ".join(shlex.quote(a) for a in args)
+
+
+def _nest(flat: dict[str, Any]) -> dict:
+    tree: dict = {}
+    for key, value in flat.items():
+        _set(tree, key, value)
+    return tree

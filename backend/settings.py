@@ -1,0 +1,59 @@
+"""All server settings in one place (environment variables prefixed RLSTUDIO_, or `python -m backend` flags)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RLSTUDIO_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = Path(".rlstudio")
+    # Any SQLAlchemy URL; default: a SQLite file in the data directory (WAL mode, foreign keys on).
+    database_url: str | None = None
+    # The URL Ray jobs use to reach this server (default http://<host>:<port>, 0.0.0.0 -> 127.0.0.1).
+    public_url: str | None = None
+    # When set, every /api route needs `Authorization: Bearer <token>`; ingest also accepts a run's own token.
+    api_token: SecretStr | None = None
+    cors_origins: list[str] = []
+    frontend_dir: Path = REPO_ROOT / "frontend" / "dist"
+
+    # Ray. `ray_address` = an existing cluster's dashboard/job address (http://host:8265); unset = the
+    # server starts and owns a local head on 127.0.0.1 (token auth) and stops it on shutdown.
+    dispatch: bool = True
+    ray_address: str | None = None
+    ray_auth_token: SecretStr | None = None
+    ray_num_cpus: int | None = None
+    max_concurrent_runs: int = 1
+    job_module: str = "engine.main_ppo"  # `python -m <job_module> <overrides>`; tests use their own
+    job_python: str | None = None  # interpreter in the job's entrypoint; default: this one for a local head
+    job_workdir: Path | None = None  # the job's working directory (relative data paths); default: cwd
+    job_stop_grace_s: float = 3.0
+    poll_interval_s: float = 0.5
+
+    # Ingest limits (documented in the API; over them -> 413).
+    max_metric_points_per_request: int = 10_000
+    max_samples_per_request: int = 1_000
+    max_log_lines_per_request: int = 5_000
+    max_request_bytes: int = 64 * 1024 * 1024
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'rlstudio.db').resolve()}"
+
+    @property
+    def runs_dir(self) -> Path:
+        return (self.data_dir / "runs").resolve()
+
+    @property
+    def server_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,127 @@
+"""Shared fixtures: an app on a real SQLite file, a real uvicorn server subprocess, one real Ray head."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.services.ray_head import LocalRayHead, free_port
+from backend.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", dispatch=False, frontend_dir=tmp_path / "no-ui")
+
+
+@pytest.fixture
+def client(settings):
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def external_run(client, **extra) -> dict:
+    """A run recorded without launching (as the dashboard logger creates for a run started by hand)."""
+    body = {"name": "r", "overrides": ["trainer.total_training_steps=3"], "launch": False, **extra}
+    response = client.post("/api/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+class Server:
+    """`python -m backend` in a subprocess (real uvicorn), on a free port."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, port: int | None = None):
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RLSTUDIO_")}
+        self.env.update(RLSTUDIO_FRONTEND_DIR=str(data_dir / "no-ui"), **(env or {}))
+        self.process: subprocess.Popen | None = None
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 60.0) -> Server:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([PY, "-m", "backend", "--port", str(self.port), "--data-dir",
+                                             str(self.data_dir), "--log-level", "warning"], cwd=REPO, env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not come up")
+
+    def wait_dispatch_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = httpx.get(f"{self.url}/healthz", timeout=5).json()["dispatch"]
+            if state.startswith("ray "):
+                return
+            assert not state.startswith("error"), state
+            time.sleep(0.5)
+        raise AssertionError("dispatch did not become ready")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
+
+    def kill9(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def server_factory(tmp_path):
+    servers: list[Server] = []
+
+    def make(data_dir: Path | None = None, env: dict[str, str] | None = None, port: int | None = None) -> Server:
+        server = Server(data_dir or tmp_path / "data", env={"RLSTUDIO_DISPATCH": "false", **(env or {})}, port=port)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory):
+    """One real Ray head (token auth, 127.0.0.1, its own ports) shared by the dispatch tests."""
+    head = LocalRayHead(tmp_path_factory.mktemp("ray-head"), num_cpus=4)
+    head.start()
+    yield head
+    head.stop()
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

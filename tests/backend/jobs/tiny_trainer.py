@@ -1,0 +1,50 @@
+"""A real, tiny stand-in for `engine.main_ppo` that the dispatch tests launch as a Ray job: it parses the
+same kind of command line, logs through the real DashboardLogger, and can run long (to be cancelled).
+It records its own pid and a child process's pid in the run directory, so a test can check they die."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from engine.config import build_config
+from engine.loggers.dashboard import DashboardLogger
+
+
+def main(argv: list[str]) -> None:
+    preset = None
+    if argv[:1] == ["--config-name"]:
+        preset, argv = argv[1], argv[2:]
+    cfg = build_config(overrides=argv, config_name=preset)
+    steps = cfg.trainer.total_training_steps or 3
+    extra = cfg.trainer.model_extra or {}  # `+trainer.tiny_step_seconds=5`, `+trainer.tiny_fail=true`
+    step_seconds = float(extra.get("tiny_step_seconds", 0.05))
+    pid_dir = cfg.trainer.default_local_dir
+    os.makedirs(pid_dir, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.path.join(pid_dir, "pids.txt"), "w") as f:
+        f.write(f"{os.getpid()} {child.pid}\n")
+    logger = DashboardLogger.from_config(cfg)
+    logger.log_status("running", total_steps=steps)
+    for step in range(1, steps + 1):
+        print(f"step {step}/{steps} score={step / steps:.3f}", flush=True)
+        logger.log_metrics(step, {"critic/score/mean": step / steps, "actor/pg_loss": 1.0 / step,
+                                  "training/global_step": step, "training/total_steps": steps})
+        logger.log_samples(step, [{"step": step, "split": "train", "prompt_index": i, "group_uid": f"g{i}",
+                                   "prompt": f"{i}+{step}=", "response": str(i + step), "score": 1.0,
+                                   "reward": 1.0, "ground_truth": str(i + step), "data_source": "arith",
+                                   "tokens": ["1", "2"], "old_log_probs": [-0.1, -0.2]} for i in range(4)])
+        time.sleep(step_seconds)
+    if extra.get("tiny_fail"):
+        logger.close()
+        print("failing on purpose", flush=True)
+        raise SystemExit(3)
+    logger.log_status("succeeded")
+    logger.close()
+    child.kill()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
