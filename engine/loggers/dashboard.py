@@ -78,6 +78,7 @@ class Spool:
     def __init__(self, path: str):
         self.path = path
         self.offset_path = path + ".offset"
+        self.appended = 0
 
     def _offset(self) -> int:
         try:
@@ -101,6 +102,7 @@ class Spool:
         return out
 
     def append(self, requests: list[dict]) -> None:
+        self.appended += len(requests)
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.writelines(json.dumps(request) + "\n" for request in requests)
@@ -146,7 +148,7 @@ class DashboardLogger(Logger):
         self._last_seal = time.monotonic()
         self._closing = False
         self._closed = False
-        self.delivered = 0
+        self.delivered = 0  # requests the server acknowledged
         self._thread = threading.Thread(target=self._run, name="rlstudio-dashboard-logger", daemon=True)
         self._thread.start()
 
@@ -252,6 +254,11 @@ class DashboardLogger(Logger):
     # -------------------------------------------------------------------------------------- internals
     _busy = False
     _close_deadline = 0.0
+
+    @property
+    def spooled(self) -> int:
+        """Requests that went through the spool file (server unreachable)."""
+        return self.spool.appended
 
     def _sample(self, step: int, sample: dict[str, Any]) -> dict:
         sample = dict(sample)

@@ -125,3 +125,45 @@ def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "cond
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+class SSEReader:
+    """Reads a server-sent-event stream in a thread: events (id, event, data, arrival time) in a list."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None):
+        import threading
+
+        self.url, self.headers = url, headers or {}
+        self.events: list[dict] = []
+        self.status: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        import json
+
+        event: dict = {}
+        with httpx.Client(timeout=httpx.Timeout(5, read=None)) as http, \
+                http.stream("GET", self.url, headers=self.headers) as response:
+            self.status = response.status_code
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    return
+                if not line:
+                    if "data" in event:
+                        event["data"] = json.loads(event["data"])
+                        event["at"] = time.time()
+                        self.events.append(event)
+                    event = {}
+                elif line.startswith(":"):
+                    continue
+                else:
+                    field, _, value = line.partition(":")
+                    event[field] = value.removeprefix(" ")
+
+    def wait(self, predicate, timeout: float = 10.0):
+        return wait_for(lambda: [e for e in self.events if predicate(e)], timeout, 0.02, "SSE events")
+
+    def close(self) -> None:
+        self._stop.set()

@@ -1,0 +1,115 @@
+"""The engine's dashboard logger against a real server: a run started by hand, and a server killed with
+SIGKILL mid-run then restarted -- every point and sample arrives exactly once."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import httpx
+
+from tests.backend.conftest import REPO, wait_for
+
+STEPS, KEYS, SAMPLES = 60, 20, 8
+
+LOGGER_SCRIPT = textwrap.dedent(f"""
+    import sys, time
+    from engine.config import build_config
+    from engine.loggers.dashboard import DashboardLogger
+
+    url, spool = sys.argv[1], sys.argv[2]
+    cfg = build_config(overrides=["trainer.project_name=cli-project", "trainer.experiment_name=by-hand",
+                                  "trainer.dashboard_url=" + url, "trainer.default_local_dir=" + spool])
+    logger = DashboardLogger.from_config(cfg)
+    logger.close_timeout = 60
+    print("RUN", logger.run_id, flush=True)
+    logger.log_status("running", total_steps={STEPS})
+    for step in range(1, {STEPS} + 1):
+        metrics = {{f"k/{{i}}": step * i for i in range({KEYS})}}
+        metrics["training/global_step"] = step
+        metrics["training/total_steps"] = {STEPS}
+        metrics["actor/pg_loss"] = float("nan") if step == 7 else 0.5
+        logger.log_metrics(step, metrics)
+        logger.log_samples(step, [{{"step": step, "split": "train", "prompt_index": j, "group_uid": f"g{{j // 4}}",
+                                   "prompt": f"q{{j}}", "response": f"a{{step}}-{{j}}", "score": j % 2,
+                                   "reward": j % 2, "ground_truth": "1", "data_source": "arith",
+                                   "tokens": ["x", "y"], "advantages": [0.1, 0.2], "acc": 1}}
+                                  for j in range({SAMPLES})])
+        logger.log_lines([f"step {{step}}"])
+        time.sleep(0.1)
+    logger.log_status("succeeded")
+    logger.close()
+    print("DELIVERED", logger.delivered, "SPOOLED", logger.spooled, flush=True)
+""")
+
+
+def test_logger_survives_server_kill9(server_factory, tmp_path):
+    server = server_factory().start()
+    script = tmp_path / "log_run.py"
+    script.write_text(LOGGER_SCRIPT)
+    spool = tmp_path / "spool"
+    proc = subprocess.Popen([sys.executable, str(script), server.url, str(spool)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    while not line.startswith("RUN "):
+        assert line, "the logger script ended before creating its run"
+        line = proc.stdout.readline()
+    run_id = int(line.split()[1])
+
+    def step_now():
+        r = httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=5).json()
+        return (r.get("progress_step") or 0) >= 10
+
+    wait_for(step_now, 30, what="step 10")
+    server.kill9()
+    time.sleep(2.0)  # the logger keeps training and spools
+    server.start()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    spooled = int(out.split("SPOOLED")[1].split()[0])
+    assert spooled > 0, f"the logger never had to spool; the kill did not happen mid-run?\n{out}"
+
+    url = f"{server.url}/api/v1"
+    run = httpx.get(f"{url}/runs/{run_id}", timeout=5).json()
+    assert run["status"] == "succeeded" and run["source"] == "external" and run["name"] == "by-hand"
+    assert run["resolved_config"]["trainer"]["project_name"] == "cli-project"
+    experiment = httpx.get(f"{url}/experiments/{run['experiment_id']}", timeout=5).json()
+    assert experiment["name"] == "cli-project"
+    keys = httpx.get(f"{url}/runs/{run_id}/metrics/keys", timeout=5).json()["data"]
+    assert len(keys) == KEYS + 3
+    series = httpx.get(f"{url}/runs/{run_id}/metrics", params={"max_points": 100_000}, timeout=30).json()["data"]
+    for s in series:
+        assert s["steps"] == list(range(1, STEPS + 1)), s["key"]  # every step once, none twice
+    by_key = {s["key"]: s for s in series}
+    assert by_key["k/3"]["values"] == [float(step * 3) for step in range(1, STEPS + 1)]
+    assert by_key["actor/pg_loss"]["values"][6] == "NaN"
+    samples = httpx.get(f"{url}/runs/{run_id}/samples", params={"limit": 1000}, timeout=30).json()
+    assert samples["count"] == STEPS * SAMPLES
+    positions = {(s["step"], s["sample_index"]) for s in samples["data"]}
+    assert len(positions) == STEPS * SAMPLES
+    assert {s["response"] for s in samples["data"]} == {f"a{t}-{j}" for t in range(1, STEPS + 1)
+                                                        for j in range(SAMPLES)}
+    assert samples["data"][0]["extras"] == {"acc": 1} and samples["data"][0]["advantages"] == [0.1, 0.2]
+    logs = httpx.get(f"{url}/runs/{run_id}/logs", params={"limit": 1000}, timeout=5).json()
+    assert [x["text"] for x in logs["data"]] == [f"step {t}" for t in range(1, STEPS + 1)]
+    assert not list(spool.rglob("*.jsonl")), "the spool is emptied once delivered"
+
+
+def test_logger_refuses_other_runs_and_bad_server(server_factory, tmp_path):
+    from engine.loggers.dashboard import DashboardLogger, create_run
+
+    server = server_factory().start()
+    run_a, token_a = create_run(server.url, {"project_name": "p", "experiment_name": "a"}, {})
+    run_b, _ = create_run(server.url, {"project_name": "p", "experiment_name": "b"}, {})
+    # run A's token used for run B: refused (403) and dropped, not retried forever
+    wrong = DashboardLogger(server.url, run_b, token_a, str(tmp_path / "s"), quiet=True)
+    wrong.log_metrics(1, {"x": 1.0})
+    assert wrong.flush(10)
+    wrong.close()
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_b}/metrics/keys", timeout=5).json()["count"] == 0
+    right = DashboardLogger(server.url, run_a, token_a, str(tmp_path / "s"), quiet=True)
+    right.log_metrics(1, {"x": 1.0})
+    assert right.flush(10)
+    right.close()
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_a}/metrics/keys", timeout=5).json()["data"] == ["x"]
