@@ -1,0 +1,230 @@
+/**
+ * The New-run form is generated from the engine's run-config JSON Schema (pydantic): this module turns the
+ * schema into a flat list of fields (dotted verl keys), and converts what a user types into typed values.
+ */
+import { parseValue, type HydraValue } from "./verlCommand";
+
+type Schema = {
+  $ref?: string;
+  $defs?: Record<string, Schema>;
+  type?: string | string[];
+  properties?: Record<string, Schema>;
+  anyOf?: Schema[];
+  allOf?: Schema[];
+  items?: Schema;
+  enum?: unknown[];
+  const?: unknown;
+  default?: unknown;
+  title?: string;
+  description?: string;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  additionalProperties?: boolean | Schema;
+  "x-essential"?: boolean;
+};
+
+export type FieldKind = "boolean" | "integer" | "number" | "string" | "enum" | "list" | "json";
+
+export interface Field {
+  key: string; // dotted verl key, e.g. actor_rollout_ref.actor.optim.lr
+  section: string; // top-level key, e.g. actor_rollout_ref
+  label: string;
+  description: string;
+  kind: FieldKind;
+  nullable: boolean;
+  /** string fields that also accept a list (data.train_files) */
+  acceptsList: boolean;
+  options: string[]; // for enums
+  default: HydraValue | undefined;
+  essential: boolean;
+  minimum?: number;
+  maximum?: number;
+}
+
+/** The order essentials appear in (the issue's list); essentials not named here follow in schema order. */
+export const ESSENTIAL_ORDER = [
+  "actor_rollout_ref.model.path",
+  "data.train_files",
+  "data.val_files",
+  "algorithm.adv_estimator",
+  "data.train_batch_size",
+  "actor_rollout_ref.rollout.n",
+  "data.max_prompt_length",
+  "data.max_response_length",
+  "actor_rollout_ref.actor.optim.lr",
+  "critic.optim.lr",
+  "actor_rollout_ref.actor.use_kl_loss",
+  "actor_rollout_ref.actor.kl_loss_coef",
+  "algorithm.use_kl_in_reward",
+  "algorithm.kl_ctrl.kl_coef",
+  "trainer.total_epochs",
+  "trainer.total_training_steps",
+  "actor_rollout_ref.rollout.name",
+  "trainer.n_gpus_per_node",
+  "trainer.nnodes",
+];
+
+export const ALGORITHM_LABELS: Record<string, string> = {
+  gae: "PPO (GAE, with a critic)",
+  grpo: "GRPO",
+  rloo: "RLOO",
+  reinforce_plus_plus: "REINFORCE++",
+  reinforce_plus_plus_baseline: "REINFORCE++ (baseline)",
+  remax: "ReMax",
+};
+
+function resolve(node: Schema, root: Schema): Schema {
+  let n = node;
+  for (let guard = 0; guard < 10; guard++) {
+    if (n.$ref) {
+      const name = n.$ref.split("/").pop()!;
+      const { $ref: _ref, ...rest } = n;
+      n = { ...root.$defs?.[name], ...rest };
+      continue;
+    }
+    if (n.allOf && n.allOf.length === 1) {
+      const { allOf, ...rest } = n;
+      n = { ...resolve(allOf[0], root), ...rest };
+      continue;
+    }
+    break;
+  }
+  return n;
+}
+
+function isObject(n: Schema): boolean {
+  return (n.type === "object" || n.properties !== undefined) && n.properties !== undefined && Object.keys(n.properties).length > 0;
+}
+
+function labelOf(key: string, node: Schema): string {
+  const last = key.split(".").pop()!;
+  return node.title && node.title.toLowerCase().replace(/ /g, "_") !== last ? node.title : last;
+}
+
+export function fieldsFromSchema(root: Schema): Field[] {
+  const out: Field[] = [];
+  const walk = (raw: Schema, path: string[]) => {
+    const node = resolve(raw, root);
+    if (isObject(node)) {
+      for (const [k, child] of Object.entries(node.properties!)) walk(child, [...path, k]);
+      return;
+    }
+    const variants = (node.anyOf ?? [node]).map((v) => resolve(v, root));
+    const nullable = variants.some((v) => v.type === "null");
+    const real = variants.filter((v) => v.type !== "null");
+    const types = new Set(real.map((v) => (v.enum ? "enum" : Array.isArray(v.type) ? "json" : v.type ?? "json")));
+    let kind: FieldKind;
+    let acceptsList = false;
+    if (types.size === 1) {
+      const t = [...types][0];
+      kind = t === "array" ? "list" : t === "object" ? "json"
+        : (["boolean", "integer", "number", "string", "enum"] as string[]).includes(t) ? (t as FieldKind) : "json";
+    } else if (types.size === 2 && types.has("string") && types.has("array")) {
+      kind = "string";
+      acceptsList = true;
+    } else if (types.size === 2 && types.has("integer") && types.has("number")) {
+      kind = "number";
+    } else kind = "json";
+    const enumNode = real.find((v) => v.enum);
+    const numeric = real.find((v) => v.minimum !== undefined || v.maximum !== undefined || v.exclusiveMinimum !== undefined);
+    const key = path.join(".");
+    out.push({
+      key,
+      section: path[0],
+      label: labelOf(key, node),
+      description: node.description ?? "",
+      kind,
+      nullable,
+      acceptsList,
+      options: enumNode ? enumNode.enum!.map(String) : [],
+      default: node.default as HydraValue | undefined,
+      essential: Boolean(node["x-essential"]),
+      minimum: numeric?.minimum ?? numeric?.exclusiveMinimum,
+      maximum: numeric?.maximum,
+    });
+  };
+  walk(root, []);
+  return out;
+}
+
+export function essentialsFirst(fields: Field[]): { essentials: Field[]; advanced: Field[] } {
+  const rank = (f: Field) => {
+    const i = ESSENTIAL_ORDER.indexOf(f.key);
+    return i === -1 ? ESSENTIAL_ORDER.length : i;
+  };
+  const essentials = fields.filter((f) => f.essential || ESSENTIAL_ORDER.includes(f.key));
+  essentials.sort((a, b) => rank(a) - rank(b));
+  const advanced = fields.filter((f) => !essentials.includes(f));
+  return { essentials, advanced };
+}
+
+/** Render a value into the text a user edits (lists as `[a, b]`, null as empty). */
+export function toText(field: Field, value: HydraValue | undefined): string {
+  if (value === undefined || value === null) return "";
+  if (field.kind === "list" || field.kind === "json" || (typeof value === "object" && value !== null)) {
+    return JSON.stringify(value);
+  }
+  return String(value);
+}
+
+export type Coerced = { ok: true; value: HydraValue } | { ok: false; error: string };
+
+/** Typed value from what the user typed; errors name what was expected. */
+export function fromText(field: Field, text: string): Coerced {
+  const t = text.trim();
+  if (t === "") {
+    if (field.nullable) return { ok: true, value: null };
+    if (field.kind === "string") return { ok: true, value: "" };
+    return { ok: false, error: "required" };
+  }
+  switch (field.kind) {
+    case "integer": {
+      const n = Number(t);
+      if (!Number.isInteger(n)) return { ok: false, error: "expected an integer" };
+      return checkRange(field, n);
+    }
+    case "number": {
+      const n = Number(t);
+      if (!Number.isFinite(n)) return { ok: false, error: "expected a number (e.g. 1e-6)" };
+      return checkRange(field, n);
+    }
+    case "boolean":
+      return { ok: true, value: t === "true" };
+    case "enum":
+      return field.options.includes(t) ? { ok: true, value: t } : { ok: false, error: `one of ${field.options.join(", ")}` };
+    case "string":
+      if (field.acceptsList && t.startsWith("[")) {
+        const v = parseValue(t);
+        return Array.isArray(v) ? { ok: true, value: v.map(String) } : { ok: false, error: "expected a path or a [list, of, paths]" };
+      }
+      return { ok: true, value: text };
+    case "list": {
+      const v = parseValue(t.startsWith("[") ? t : `[${t}]`);
+      return Array.isArray(v) ? { ok: true, value: v } : { ok: false, error: "expected a list like [a, b]" };
+    }
+    default: {
+      try {
+        return { ok: true, value: JSON.parse(t) as HydraValue };
+      } catch {
+        const v = parseValue(t);
+        return { ok: true, value: v };
+      }
+    }
+  }
+}
+
+function checkRange(field: Field, n: number): Coerced {
+  if (field.minimum !== undefined && n < field.minimum) return { ok: false, error: `must be ≥ ${field.minimum}` };
+  if (field.maximum !== undefined && n > field.maximum) return { ok: false, error: `must be ≤ ${field.maximum}` };
+  return { ok: true, value: n };
+}
+
+/** The field a server 422 points at: `loc` = ["body", "config", ...path] or a `field` with a dotted key. */
+export function errorField(detail: { loc?: (string | number)[]; field?: string | null }): string {
+  if (detail.field) return detail.field;
+  const loc = (detail.loc ?? []).map(String);
+  if (loc[0] === "body") loc.shift();
+  if (loc[0] === "config") loc.shift();
+  return loc.join(".");
+}
