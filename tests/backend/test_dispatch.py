@@ -1,0 +1,125 @@
+"""Runs launched as real Ray jobs (a real head on 127.0.0.1 with token auth). The job is a tiny real
+trainer of the tests' own (tests/backend/jobs/tiny_trainer.py) that logs through the dashboard logger."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.backend.conftest import REPO, wait_for
+
+pytestmark = pytest.mark.ray
+
+TINY = "tests.backend.jobs.tiny_trainer"
+
+
+def dispatch_env(head, **extra) -> dict[str, str]:
+    env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_RAY_ADDRESS": head.address, "RLSTUDIO_RAY_AUTH_TOKEN": head.token,
+           "RLSTUDIO_JOB_MODULE": TINY, "RLSTUDIO_JOB_PYTHON": sys.executable, "RLSTUDIO_JOB_WORKDIR": str(REPO),
+           "RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}
+    env.update(extra)
+    return env
+
+
+def launch(url, *overrides, name="r"):
+    r = httpx.post(f"{url}/api/v1/runs", json={"name": name, "overrides": list(overrides)}, timeout=30)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def run_state(url, run_id):
+    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=10).json()
+
+
+def wait_status(url, run_id, statuses, timeout=120):
+    return wait_for(lambda: (r := run_state(url, run_id))["status"] in statuses and r, timeout, 0.3,
+                    f"run {run_id} -> {statuses}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
+    server = server_factory(env=dispatch_env(ray_head)).start()
+    server.wait_dispatch_ready()
+    url = server.url
+    ok = launch(url, "trainer.total_training_steps=3", name="ok")
+    bad = launch(url, "trainer.total_training_steps=2", "+trainer.tiny_fail=true", name="bad")
+    done = wait_status(url, ok["id"], {"succeeded", "failed", "lost", "cancelled"})
+    assert done["status"] == "succeeded", done
+    assert done["submission_id"].startswith(f"rlstudio-run-{ok['id']}-")
+    assert done["progress_step"] == 3 and done["progress_total"] == 3 and done["started_at"] and done["finished_at"]
+    series = httpx.get(f"{url}/api/v1/runs/{ok['id']}/metrics", params={"key": "critic/score/mean"}, timeout=10)
+    assert series.json()["data"][0]["steps"] == [1, 2, 3]
+    samples = httpx.get(f"{url}/api/v1/runs/{ok['id']}/samples", timeout=10).json()
+    assert samples["count"] == 12
+    logs = wait_for(lambda: [x["text"] for x in httpx.get(f"{url}/api/v1/runs/{ok['id']}/logs",
+                                                          params={"source": "job"}, timeout=10).json()["data"]
+                             if x["text"] in ("step 3/3 score=1.000", "done")], 20, 0.5, "job log lines")
+    assert logs == ["step 3/3 score=1.000", "done"]
+
+    failed = wait_status(url, bad["id"], {"succeeded", "failed", "lost", "cancelled"})
+    assert failed["status"] == "failed", failed
+    assert failed["error"] and "failing on purpose" in (failed["log_tail"] or ""), failed
+
+
+def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
+    server = server_factory(env=dispatch_env(ray_head)).start()
+    server.wait_dispatch_ready()
+    url = server.url
+    long = launch(url, "trainer.total_training_steps=1000", "+trainer.tiny_step_seconds=1", name="long")
+    queued = launch(url, "trainer.total_training_steps=2", name="next")
+    wait_status(url, long["id"], {"running"}, timeout=60)
+    pids_file = Path(server.data_dir) / "runs" / str(long["id"]) / "checkpoints" / "pids.txt"
+    pids = wait_for(lambda: pids_file.exists() and [int(p) for p in pids_file.read_text().split()], 30, 0.2, "pids")
+    assert all(alive(p) for p in pids)
+    time.sleep(1.5)
+    assert run_state(url, queued["id"])["status"] == "queued"  # the limit is 1: it waits its turn
+
+    started = time.monotonic()
+    cancelled = httpx.post(f"{url}/api/v1/runs/{long['id']}/cancel", timeout=30)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    wait_for(lambda: not any(alive(p) for p in pids), 10 - (time.monotonic() - started), 0.1, "the run's processes")
+    assert time.monotonic() - started <= 10
+    # and then the queued run goes
+    assert wait_status(url, queued["id"], {"succeeded", "failed", "lost", "cancelled"})["status"] == "succeeded"
+    assert run_state(url, long["id"])["status"] == "cancelled"
+    assert httpx.delete(f"{url}/api/v1/runs/{long['id']}", timeout=10).status_code == 204
+    assert not (Path(server.data_dir) / "runs" / str(long["id"])).exists()
+
+
+def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
+    """No RLSTUDIO_RAY_ADDRESS: the server starts its own head, and stops it on shutdown; the run that was
+    running is found `lost` (with the reason) when the server starts again."""
+    env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_JOB_MODULE": TINY, "RLSTUDIO_JOB_WORKDIR": str(REPO),
+           "RLSTUDIO_RAY_NUM_CPUS": "2", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}
+    data = tmp_path / "own"
+    server = server_factory(data_dir=data, env=env).start()
+    server.wait_dispatch_ready(180)
+    assert "owned by this server" in httpx.get(f"{server.url}/healthz", timeout=5).json()["dispatch"]
+    run = launch(server.url, "trainer.total_training_steps=1000", "+trainer.tiny_step_seconds=1")
+    wait_status(server.url, run["id"], {"running"}, timeout=60)
+    server.stop()  # graceful: the server stops the head it owns, and with it the job
+    from backend.services.ray_head import LocalRayHead
+
+    temp_dir = str(LocalRayHead(data).temp_dir)
+    leftover = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True, check=False).stdout.split()
+    assert leftover == [], f"Ray processes of the owned head survived the server: {leftover}"
+
+    server.start()
+    lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"}, timeout=180)
+    assert lost["status"] == "lost" and "no longer exists" in lost["error"], lost
