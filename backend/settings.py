@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     max_samples_per_request: int = 1_000
     max_log_lines_per_request: int = 5_000
     max_request_bytes: int = 64 * 1024 * 1024
+
+    @field_validator("database_url", "public_url", "api_token", "ray_address", "ray_auth_token", "job_python",
+                     "job_workdir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value):
+        return None if value == "" else value  # `FOO=` in a compose file means "not set"
 
     @property
     def db_url(self) -> str:
