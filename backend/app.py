@@ -84,6 +84,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=409, content={"detail": "Conflicts with existing data (a unique field "
                                                                  "or a reference to something that does not exist)."})
 
+    @app.exception_handler(OverflowError)
+    async def number_out_of_range(_request: Request, exc: OverflowError):
+        # e.g. an id or step beyond the database's 64-bit integers
+        return JSONResponse(status_code=422, content={"detail": [{"loc": [], "type": "out_of_range",
+                                                                  "msg": "A number is out of range (64-bit)."}]})
+
     app.include_router(api_router, prefix=API_PREFIX)
 
     @app.get("/healthz", include_in_schema=False)
