@@ -35,8 +35,9 @@ def format_step_line(step: int, metrics: dict[str, float]) -> str:
                 unit = "s" if label == "Step Time" else ""
                 parts.append(f"{label}: {_fmt(metrics[key])}{unit}")
                 break
-    val = [f"{k.split('/')[1]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}" for k, v in metrics.items()
-           if k.startswith("val-core/")]
+    # val-core/<data_source>/reward/mean@N; a data source may itself contain '/' (openai/gsm8k)
+    val = [f"{k[len('val-core/'):k.rindex('/reward/')]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}"
+           for k, v in metrics.items() if k.startswith("val-core/") and "/reward/" in k]
     return " | ".join(parts + val)
 
 

@@ -1,0 +1,48 @@
+"""Batch splitting/joining (the one place batches are split over workers) and the console line."""
+from __future__ import annotations
+
+import torch
+
+from engine.loggers.console import format_step_line
+from engine.protocol import Batch
+
+
+def make(n=5):
+    return Batch({"x": torch.arange(n * 2).view(n, 2)}, {"name": [f"r{i}" for i in range(n)]}, {"step": 1})
+
+
+def test_chunk_is_even_and_concat_restores():
+    b = make(5)
+    parts = b.chunk(2)
+    assert [len(p) for p in parts] == [2, 3]
+    joined = Batch.concat(parts)
+    assert torch.equal(joined["x"], b["x"]) and list(joined["name"]) == list(b["name"])
+    assert joined.info == {"step": 1}
+
+
+def test_repeat_interleave_keeps_groups_adjacent():
+    b = make(2).repeat_interleave(3)
+    assert list(b["name"]) == ["r0", "r0", "r0", "r1", "r1", "r1"]
+    assert b["x"][:, 0].tolist() == [0, 0, 0, 2, 2, 2]
+
+
+def test_concat_pads_different_widths():
+    a = Batch({"y": torch.ones(1, 2)})
+    c = Batch({"y": torch.ones(1, 4)})
+    joined = Batch.concat([a, c])
+    assert joined["y"].shape == (2, 4) and joined["y"][0].tolist() == [1, 1, 0, 0]
+
+
+def test_union_and_index():
+    b = make(3).union(Batch({"z": torch.tensor([7, 8, 9])}))
+    picked = b.index([2, 0])
+    assert picked["z"].tolist() == [9, 7] and list(picked["name"]) == ["r2", "r0"]
+
+
+def test_console_line_has_the_seed_fields():
+    line = format_step_line(10, {"training/epoch": 0, "critic/score/mean": 0.5, "actor/pg_loss": -0.01,
+                                 "critic/vf_loss": 0.2, "actor/reward_kl_penalty": 0.003,
+                                 "response_length/mean": 42.0, "timing_s/step": 1.25,
+                                 "val-core/openai/gsm8k/reward/mean@1": 0.31})
+    assert line.startswith("Epoch 1 | Step 10 | Score: 0.5000 | Actor Loss: -0.0100 | Critic Loss: 0.2000 | KL: 0.0030")
+    assert "Resp Len: 42.0" in line and "Step Time: 1.250s" in line and "openai/gsm8k val@1: 0.3100" in line
