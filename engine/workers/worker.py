@@ -112,7 +112,9 @@ class TrainWorker:
             model = model.to(DTYPES[fsdp_cfg.model_dtype])
         return shard_model(model, self.mesh, param_dtype=compute_dtype,
                            reshard_after_forward=fsdp_cfg.reshard_after_forward,
-                           cpu_offload=fsdp_cfg.param_offload and self.device_type == "cuda")
+                           # FSDP2 offloads parameters, gradients and optimizer state together
+                           cpu_offload=(fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload)
+                           and self.device_type == "cuda")
 
     def _build_actor(self) -> Actor:
         arr = self.cfg.actor_rollout_ref
