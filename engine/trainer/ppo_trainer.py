@@ -22,6 +22,7 @@ from engine.algos.kl import apply_kl_penalty, make_kl_controller
 from engine.config.resolve import world_size
 from engine.protocol import Batch
 from engine.trainer import checkpointing
+from engine.trainer.balance import balance
 from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
 from engine.trainer.samples import build_samples, group_advantage_stats
 
@@ -87,6 +88,8 @@ class PPOTrainer:
                     baseline, _ = self.wg.dp_call("generate_sequences", prompts, validate=True)
                     batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
             batch.info["global_step"] = self.global_step
+            if cfg.trainer.balance_batch:
+                batch = balance(batch, self.world)
 
             with timed("reward", timings):
                 reward = self.reward_fn(batch)
@@ -221,11 +224,28 @@ class PPOTrainer:
                 for stats in self.wg.all_call("memory_stats")[:1]:
                     metrics.update(stats)
             _check_finite(metrics)
+            dump_generations(cfg.trainer.rollout_data_dir, self.global_step, [x for x in samples if x["split"] == "train"])
+            dump_generations(cfg.trainer.validation_data_dir, self.global_step,
+                             [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)
             self.logger.log_samples(self.global_step, samples)
 
         if tr.export_hf_model:
             self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))
+
+
+def dump_generations(directory: str | None, step: int, samples: list[dict]) -> None:
+    """verl's rollout_data_dir / validation_data_dir: one JSON-lines file of generations per step."""
+    if not directory or not samples:
+        return
+    import json
+
+    directory = os.path.expanduser(directory)
+    os.makedirs(directory, exist_ok=True)
+    keep = ("prompt", "response", "score", "reward", "ground_truth", "data_source", "prompt_index", "step")
+    with open(os.path.join(directory, f"{step}.jsonl"), "w", encoding="utf-8") as f:
+        for sample in samples:
+            f.write(json.dumps({k: sample.get(k) for k in keep}, default=str) + "\n")
 
 
 def _check_finite(metrics: dict[str, float]) -> None:
