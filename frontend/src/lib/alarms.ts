@@ -152,15 +152,16 @@ function scoreCollapse(score: Series): Alarm | null {
 
 export interface SampleLike {
   step: number;
-  response: string;
+  response?: string | null;
   tokens?: string[] | null;
 }
 
 /** Why an answer is degenerate, or null: empty, or repetitive. */
 export function degenerateReason(sample: SampleLike): string | null {
   const T = THRESHOLDS;
-  if (sample.response.trim() === "") return "empty answer";
-  const tokens = sample.tokens && sample.tokens.length ? sample.tokens : sample.response.split(/\s+/).filter(Boolean);
+  const response = sample.response ?? "";
+  if (response.trim() === "") return "empty answer";
+  const tokens = sample.tokens && sample.tokens.length ? sample.tokens : response.split(/\s+/).filter(Boolean);
   let run = 1;
   for (let i = 1; i < tokens.length; i++) {
     run = tokens[i] === tokens[i - 1] ? run + 1 : 1;

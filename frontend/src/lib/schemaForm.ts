@@ -97,9 +97,37 @@ function isObject(n: Schema): boolean {
   return (n.type === "object" || n.properties !== undefined) && n.properties !== undefined && Object.keys(n.properties).length > 0;
 }
 
-function labelOf(key: string, node: Schema): string {
-  const last = key.split(".").pop()!;
-  return node.title && node.title.toLowerCase().replace(/ /g, "_") !== last ? node.title : last;
+/** Readable names for the essentials; every other field shows its key's last part in words. */
+export const LABELS: Record<string, string> = {
+  "actor_rollout_ref.model.path": "Model path",
+  "data.train_files": "Training data",
+  "data.val_files": "Validation data",
+  "algorithm.adv_estimator": "Algorithm",
+  "data.train_batch_size": "Prompts per step",
+  "actor_rollout_ref.rollout.n": "Samples per prompt",
+  "data.max_prompt_length": "Max prompt length (tokens)",
+  "data.max_response_length": "Max response length (tokens)",
+  "actor_rollout_ref.actor.optim.lr": "Actor learning rate",
+  "critic.optim.lr": "Critic learning rate",
+  "actor_rollout_ref.actor.use_kl_loss": "KL loss in the actor",
+  "actor_rollout_ref.actor.kl_loss_coef": "KL loss coefficient",
+  "algorithm.use_kl_in_reward": "KL penalty in the reward",
+  "algorithm.kl_ctrl.kl_coef": "KL reward coefficient",
+  "trainer.total_epochs": "Epochs",
+  "trainer.total_training_steps": "Training steps (overrides epochs)",
+  "actor_rollout_ref.rollout.name": "Rollout backend",
+  "trainer.n_gpus_per_node": "GPUs per node",
+  "trainer.nnodes": "Nodes",
+  "actor_rollout_ref.actor.ppo_mini_batch_size": "PPO mini-batch (prompts)",
+  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "Micro-batch per GPU",
+};
+
+function labelOf(key: string): string {
+  if (LABELS[key]) return LABELS[key];
+  const parts = key.split(".");
+  const last = parts[parts.length - 1];
+  const words = (last.length <= 3 && parts.length > 1 ? `${parts[parts.length - 2]} ${last}` : last).replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 export function fieldsFromSchema(root: Schema): Field[] {
@@ -132,7 +160,7 @@ export function fieldsFromSchema(root: Schema): Field[] {
     out.push({
       key,
       section: path[0],
-      label: labelOf(key, node),
+      label: labelOf(key),
       description: node.description ?? "",
       kind,
       nullable,

@@ -1,0 +1,145 @@
+/**
+ * Metric series for charts: the server's downsampled history (TanStack Query) plus live points from each
+ * active run's SSE stream, merged in place. `version` changes on every merge (charts extend their traces),
+ * `epoch` when history was replaced or reordered (charts redraw).
+ */
+import { useQuery } from "@tanstack/react-query";
+import { useEffect, useRef, useState } from "react";
+import * as sdk from "../client/sdk.gen";
+import { downsample, fromApi, groupByKey, mergePoints, type LivePoint, type Series } from "../lib/series";
+import { eventsUrl, unwrap } from "./client";
+import { qk } from "./queries";
+
+export type RunSeries = Map<string, Series>;
+
+export interface MetricStore {
+  byRun: Map<number, RunSeries>;
+  version: number;
+  epoch: number;
+  loading: boolean;
+  error: Error | null;
+}
+
+const LIVE_LOG_CAP = 200_000;
+
+/** At most this many live streams per page: browsers allow ~6 HTTP/1.1 connections per host. */
+export const MAX_LIVE_STREAMS = 4;
+
+export type OnRunEvent = (runId: number, kind: string, data: unknown) => void;
+const OTHER_KINDS = ["status", "progress", "logs", "samples"];
+
+export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunIds: number[], maxPoints = 1000,
+  onEvent?: OnRunEvent): MetricStore {
+  const onEventRef = useRef(onEvent);
+  onEventRef.current = onEvent;
+  const single = runIds.length === 1 && keys === null;
+  const query = useQuery({
+    queryKey: [...qk.metrics(runIds, keys), maxPoints],
+    queryFn: () =>
+      single
+        ? unwrap(sdk.runMetricsApiV1RunsRunIdMetricsGet({ path: { run_id: runIds[0] }, query: { max_points: maxPoints } }))
+        : unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints } })),
+    enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0),
+    staleTime: Infinity,
+    refetchOnWindowFocus: false,
+  });
+  const store = useRef<Map<number, RunSeries>>(new Map());
+  const liveLog = useRef<Map<number, LivePoint[]>>(new Map());
+  const [version, setVersion] = useState(0);
+  const [epoch, setEpoch] = useState(0);
+  const frame = useRef<number | null>(null);
+  const dirtyEpoch = useRef(false);
+  const keySet = keys ? new Set(keys) : null;
+  const keySetRef = useRef(keySet);
+  keySetRef.current = keySet;
+
+  const schedule = (reset: boolean) => {
+    if (reset) dirtyEpoch.current = true;
+    if (frame.current !== null) return;
+    frame.current = requestAnimationFrame(() => {
+      frame.current = null;
+      if (dirtyEpoch.current) {
+        dirtyEpoch.current = false;
+        setEpoch((e) => e + 1);
+      }
+      setVersion((v) => v + 1);
+    });
+  };
+
+  const apply = (runId: number, points: LivePoint[], onlyAfterHistory: boolean): boolean => {
+    let run = store.current.get(runId);
+    if (!run) store.current.set(runId, (run = new Map()));
+    let appendOnly = true;
+    for (const [key, list] of groupByKey(points)) {
+      if (keySetRef.current && !keySetRef.current.has(key)) continue;
+      let s = run.get(key);
+      if (!s) run.set(key, (s = { steps: [], values: [], walls: [] }));
+      const last = s.steps.length ? s.steps[s.steps.length - 1] : -Infinity;
+      const pts = onlyAfterHistory ? list.filter((p) => p[0] > last) : list;
+      if (!mergePoints(s, pts)) appendOnly = false;
+      if (s.steps.length > 2 * maxPoints) {
+        run.set(key, downsample(s, maxPoints));
+        appendOnly = false;
+      }
+    }
+    return appendOnly;
+  };
+
+  // history arrived: rebuild, then re-apply what streamed in meanwhile
+  useEffect(() => {
+    if (!query.data) return;
+    const next = new Map<number, RunSeries>();
+    for (const s of query.data.data) {
+      let run = next.get(s.run_id);
+      if (!run) next.set(s.run_id, (run = new Map()));
+      run.set(s.key, fromApi(s));
+    }
+    store.current = next;
+    for (const [runId, points] of liveLog.current) apply(runId, points, true);
+    schedule(true);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [query.data]);
+
+  const liveKey = liveRunIds.slice(0, MAX_LIVE_STREAMS).join(",");
+  const { refetch } = query;
+  useEffect(() => {
+    if (!liveKey) return;
+    const sources = liveKey.split(",").map(Number).map((runId) => {
+      const source = new EventSource(eventsUrl(`/api/v1/runs/${runId}/events`));
+      let first = true;
+      source.addEventListener("hello", () => {
+        // history fetched before the stream opened may miss points: fetch it again once, now that we listen
+        if (first) void refetch();
+        first = false;
+      });
+      source.addEventListener("metrics", (e) => {
+        const points = (JSON.parse((e as MessageEvent).data) as { points: LivePoint[] }).points;
+        let log = liveLog.current.get(runId);
+        if (!log) liveLog.current.set(runId, (log = []));
+        if (log.length < LIVE_LOG_CAP) log.push(...points);
+        const appendOnly = apply(runId, points, false);
+        schedule(!appendOnly);
+      });
+      for (const kind of OTHER_KINDS) {
+        source.addEventListener(kind, (e) => {
+          let data: unknown = null;
+          try {
+            data = JSON.parse((e as MessageEvent).data);
+          } catch {
+            data = null;
+          }
+          onEventRef.current?.(runId, kind, data);
+        });
+      }
+      return source;
+    });
+    return () => sources.forEach((s) => s.close());
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [liveKey, refetch]);
+
+  useEffect(() => () => {
+    if (frame.current !== null) cancelAnimationFrame(frame.current);
+  }, []);
+
+  return { byRun: store.current, version, epoch, loading: query.isLoading, error: query.error };
+}

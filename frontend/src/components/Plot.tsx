@@ -1,0 +1,84 @@
+/**
+ * A thin React wrapper around plotly.js-dist-min. While `resetKey` stays the same and every trace only grew,
+ * new points are appended with Plotly.extendTraces (no rebuild, so charts stay smooth while a run streams);
+ * anything else redraws with Plotly.react.
+ */
+import Plotly from "plotly.js-dist-min";
+import { useEffect, useRef } from "react";
+
+export interface Trace {
+  name: string;
+  x: (number | string | Date)[];
+  y: (number | null)[];
+  customdata?: number[];
+  [attr: string]: unknown;
+}
+
+interface Props {
+  traces: Trace[];
+  layout: Partial<Plotly.Layout>;
+  resetKey: string;
+  height?: number;
+  onPointClick?: (point: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
+  ariaLabel?: string;
+}
+
+const CONFIG: Partial<Plotly.Config> = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ariaLabel }: Props) {
+  const el = useRef<HTMLDivElement>(null);
+  const plotted = useRef<{ key: string; names: string[]; lengths: number[] } | null>(null);
+  const clickRef = useRef(onPointClick);
+  clickRef.current = onPointClick;
+
+  useEffect(() => {
+    const div = el.current;
+    if (!div) return;
+    const names = traces.map((t) => t.name);
+    const lengths = traces.map((t) => t.x.length);
+    const prev = plotted.current;
+    const canExtend = prev !== null && prev.key === resetKey && prev.names.length === names.length &&
+      prev.names.every((n, i) => n === names[i]) && lengths.every((n, i) => n >= prev.lengths[i]);
+    if (canExtend) {
+      const grown = traces.map((_, i) => i).filter((i) => lengths[i] > prev.lengths[i]);
+      if (grown.length) {
+        const tail = <T,>(arr: T[] | undefined, i: number) => (arr ?? []).slice(prev.lengths[i]);
+        const update: Record<string, unknown[][]> = {
+          x: grown.map((i) => tail(traces[i].x, i)),
+          y: grown.map((i) => tail(traces[i].y, i)),
+        };
+        if (grown.every((i) => traces[i].customdata)) update.customdata = grown.map((i) => tail(traces[i].customdata, i));
+        void Plotly.extendTraces(div, update as Plotly.Data, grown);
+      }
+    } else {
+      const full = { ...layout, height, autosize: true };
+      try {
+        void Plotly.react(div, traces as Plotly.Data[], full, CONFIG);
+      } catch (e) {
+        console.error("chart failed to draw", e); // one broken chart must not take the page down
+      }
+    }
+    plotted.current = { key: resetKey, names, lengths };
+  });
+
+  useEffect(() => {
+    const div = el.current as (HTMLDivElement & { on?: (ev: string, fn: (e: Plotly.PlotMouseEvent) => void) => void }) | null;
+    if (!div) return;
+    const ready = setInterval(() => {
+      if (typeof div.on !== "function") return;
+      clearInterval(ready);
+      div.on("plotly_click", (e: Plotly.PlotMouseEvent) => {
+        const p = e.points?.[0];
+        if (p && clickRef.current) {
+          clickRef.current({ x: p.x, y: p.y, customdata: p.customdata, traceName: String(p.data.name ?? "") });
+        }
+      });
+    }, 50);
+    return () => {
+      clearInterval(ready);
+      Plotly.purge(div);
+    };
+  }, []);
+
+  return <div ref={el} className="plot" style={{ height }} role="img" aria-label={ariaLabel} />;
+}

@@ -1,0 +1,47 @@
+import { useState } from "react";
+import type { SamplePublic } from "../client/types.gen";
+import { degenerateReason } from "../lib/alarms";
+import { fmtNum } from "../lib/format";
+import { ScoreBadge } from "./Badges";
+import { ModelText } from "./Text";
+import { TokenView, type Shade } from "./TokenView";
+
+export function meanAdvantage(s: SamplePublic): number | null {
+  const a = (s.advantages ?? []).filter((v): v is number => v !== null && Number.isFinite(v));
+  return a.length ? a.reduce((x, y) => x + y, 0) / a.length : null;
+}
+
+export function SampleCard({ sample, shade, showPrompt = true, compact = false }: {
+  sample: SamplePublic; shade: Shade; showPrompt?: boolean; compact?: boolean;
+}) {
+  const [tokens, setTokens] = useState(false);
+  const degenerate = degenerateReason(sample);
+  const adv = meanAdvantage(sample);
+  return (
+    <article className={`card sample-card ${compact ? "compact" : ""}`} data-sample-id={sample.id}>
+      <header className="sample-head">
+        <ScoreBadge score={sample.score} />
+        {adv !== null && <span className="badge neutral" title="mean advantage over the response's tokens">adv {fmtNum(adv, 3)}</span>}
+        {degenerate && <span className="badge alarm-warning" title="degenerate answer">{degenerate}</span>}
+        <span className="muted small">prompt #{sample.prompt_index ?? "—"} · {sample.data_source ?? "?"} · step {sample.step}{sample.split === "val" ? " · val" : ""}</span>
+        {(sample.tokens?.length ?? 0) > 0 && (
+          <button type="button" className="link-button" aria-pressed={tokens} onClick={() => setTokens((t) => !t)}>
+            {tokens ? "text" : "tokens"}
+          </button>
+        )}
+      </header>
+      {showPrompt && (
+        <details className="prompt">
+          <summary>Prompt</summary>
+          <ModelText text={sample.prompt} />
+        </details>
+      )}
+      <div className="response">
+        {tokens ? <TokenView sample={sample} shade={shade} /> : <ModelText text={sample.response} />}
+      </div>
+      {sample.ground_truth !== null && sample.ground_truth !== undefined && (
+        <div className="ground-truth small"><span className="muted">ground truth:</span> <span className="mono">{sample.ground_truth}</span></div>
+      )}
+    </article>
+  );
+}

@@ -1,0 +1,72 @@
+/**
+ * A response's tokens shaded by log-prob, KL to the reference (old − ref log-prob, per token) or advantage,
+ * with a legend and each token's values on hover (title) and focus.
+ */
+import type { SamplePublic } from "../client/types.gen";
+import { fmtNum } from "../lib/format";
+
+export type Shade = "logprob" | "kl" | "advantage";
+
+export const SHADES: { id: Shade; label: string }[] = [
+  { id: "logprob", label: "log-prob" },
+  { id: "kl", label: "KL to reference" },
+  { id: "advantage", label: "advantage" },
+];
+
+function tokenValues(sample: SamplePublic, shade: Shade): (number | null)[] {
+  const n = sample.tokens?.length ?? 0;
+  const at = (arr: (number | null)[] | null | undefined, i: number) => (arr && i < arr.length ? arr[i] : null);
+  return Array.from({ length: n }, (_, i) => {
+    if (shade === "logprob") return at(sample.old_log_probs, i);
+    if (shade === "advantage") return at(sample.advantages, i);
+    const a = at(sample.old_log_probs, i);
+    const b = at(sample.ref_log_probs, i);
+    return a === null || b === null ? null : a - b;
+  });
+}
+
+/** Color for a value: log-prob from red (unlikely) to clear (certain); KL and advantage diverging around 0. */
+function color(shade: Shade, v: number | null, scale: number): string {
+  if (v === null || !Number.isFinite(v)) return "transparent";
+  if (shade === "logprob") {
+    const t = Math.min(1, Math.max(0, -v / Math.max(scale, 1e-6)));
+    return `rgba(228, 87, 86, ${(t * 0.75).toFixed(3)})`;
+  }
+  const t = Math.min(1, Math.abs(v) / Math.max(scale, 1e-6));
+  return v >= 0 ? `rgba(84, 162, 75, ${(t * 0.75).toFixed(3)})` : `rgba(228, 87, 86, ${(t * 0.75).toFixed(3)})`;
+}
+
+export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shade }) {
+  const tokens = sample.tokens ?? [];
+  if (!tokens.length) return <div className="muted">No per-token data for this sample.</div>;
+  const values = tokenValues(sample, shade);
+  const finite = values.filter((v): v is number => v !== null && Number.isFinite(v));
+  const scale = shade === "logprob" ? Math.max(1e-6, -Math.min(0, ...finite)) : Math.max(1e-6, ...finite.map(Math.abs));
+  const legend = shade === "logprob"
+    ? [`0 (certain)`, `${fmtNum(-scale)} (unlikely)`]
+    : [`−${fmtNum(scale)}`, `+${fmtNum(scale)}`];
+  return (
+    <div className="token-view">
+      <div className="token-legend" aria-label="legend">
+        <span>{legend[0]}</span>
+        <span className={`legend-bar legend-${shade}`} aria-hidden />
+        <span>{legend[1]}</span>
+        {!finite.length && <span className="muted"> (no values for this shading)</span>}
+      </div>
+      <div className="tokens model-text">
+        {tokens.map((tok, i) => {
+          const tip = [
+            `token ${i}: ${JSON.stringify(tok)}`,
+            `log-prob ${fmtNum(sample.old_log_probs?.[i] ?? null)}`,
+            `ref log-prob ${fmtNum(sample.ref_log_probs?.[i] ?? null)}`,
+            `KL ${fmtNum(tokenValues(sample, "kl")[i])}`,
+            `advantage ${fmtNum(sample.advantages?.[i] ?? null)}`,
+            sample.values ? `value ${fmtNum(sample.values[i] ?? null)}` : "",
+          ].filter(Boolean).join("\n");
+          return <span key={i} className="token" tabIndex={0} title={tip} data-value={values[i] ?? ""}
+            style={{ background: color(shade, values[i], scale) }}>{tok}</span>;
+        })}
+      </div>
+    </div>
+  );
+}

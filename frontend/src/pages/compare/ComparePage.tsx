@@ -1,0 +1,152 @@
+/** Compare: overlay charts of the selected runs, the config keys that differ, final/best metrics. */
+import { useQueries } from "@tanstack/react-query";
+import { useMemo } from "react";
+import { Link, useSearchParams } from "react-router-dom";
+import { unwrap } from "../../api/client";
+import { useLiveMetrics } from "../../api/liveMetrics";
+import { useMetricKeys, useRuns } from "../../api/queries";
+import * as sdk from "../../client/sdk.gen";
+import type { RunPublic } from "../../client/types.gen";
+import { StatusBadge } from "../../components/Badges";
+import { ChartControls, useChartOptions } from "../../components/ChartControls";
+import { PageTitle } from "../../components/Layout";
+import { MetricCharts } from "../../components/MetricCharts";
+import { Empty, ErrorBox, Loading } from "../../components/States";
+import { PALETTE } from "../../components/useTheme";
+import { allChartKeys, COMPARE_CHARTS } from "../../lib/charts";
+import { diffConfigs, formatJson } from "../../lib/configDiff";
+import { fmtNum } from "../../lib/format";
+import { best, lastFinite } from "../../lib/series";
+
+const ACTIVE = ["queued", "starting", "running"];
+
+/** Rows of the final/best table: key pattern, and which direction is "best". */
+const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
+  { match: /^critic\/score\/mean$/, best: "max" },
+  { match: /^val-core\/.+\/reward\/mean@\d+$/, best: "max" },
+  { match: /^actor\/pg_loss$/, best: null },
+  { match: /^critic\/vf_loss$/, best: "min" },
+  { match: /^actor\/(reward_kl_penalty|kl_loss)$/, best: null },
+  { match: /^actor\/entropy$/, best: null },
+  { match: /^response_length\/mean$/, best: null },
+  { match: /^perf\/throughput$/, best: "max" },
+];
+
+export function ComparePage() {
+  const [params, setParams] = useSearchParams();
+  const ids = useMemo(() => (params.get("runs") ?? "").split(",").map(Number).filter((n) => Number.isFinite(n) && n > 0), [params]);
+  const setIds = (next: number[]) => setParams((prev) => {
+    const p = new URLSearchParams(prev);
+    if (next.length) p.set("runs", next.join(","));
+    else p.delete("runs");
+    return p;
+  }, { replace: true });
+  const [options, setOptions] = useChartOptions();
+  const runQueries = useQueries({
+    queries: ids.map((id) => ({ queryKey: ["run", id], queryFn: () => unwrap(sdk.getRunApiV1RunsRunIdGet({ path: { run_id: id } })) })),
+  });
+  const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
+  const keys = useMetricKeys(ids);
+  const wanted = useMemo(() => allChartKeys(keys.data?.data ?? [], COMPARE_CHARTS), [keys.data]);
+  const liveIds = runs.filter((r) => ACTIVE.includes(r.status)).map((r) => r.id);
+  const store = useLiveMetrics(ids, wanted, liveIds, 1000);
+  const configDiff = useMemo(() => diffConfigs(runs.map((r) => r.resolved_config)), [runs]);
+  const runRefs = runs.map((r) => ({ id: r.id, name: r.name || `run ${r.id}` }));
+  const summaryKeys = wanted.filter((k) => SUMMARY.some((s) => s.match.test(k)));
+  const loadError = runQueries.find((q) => q.error)?.error ?? keys.error;
+
+  return (
+    <div className="stack">
+      <PageTitle>Compare</PageTitle>
+      <RunPicker selected={ids} onChange={setIds} />
+      {ids.length === 0 ? <Empty title="Pick runs to compare.">Select runs above, or tick them in the <Link to="/">runs table</Link>.</Empty> :
+        loadError ? <ErrorBox error={loadError} /> :
+          runQueries.some((q) => q.isLoading) || keys.isLoading ? <Loading what="Loading runs" /> : (
+            <>
+              <div className="row">
+                {runs.map((r, i) => (
+                  <span key={r.id} className="badge" style={{ borderLeft: `4px solid ${PALETTE[i % PALETTE.length]}` }}>
+                    <Link to={`/runs/${r.id}`}>{r.name || `run ${r.id}`}</Link> <StatusBadge status={r.status} />
+                  </span>
+                ))}
+              </div>
+              <ChartControls options={options} onChange={setOptions} />
+              {store.loading ? <Loading what="Loading metrics" /> : store.error ? <ErrorBox error={store.error} /> :
+                wanted.length === 0 ? <Empty title="These runs have no metrics yet." /> :
+                  <MetricCharts store={store} runs={runRefs} options={options} charts={COMPARE_CHARTS} />}
+
+              <section className="card">
+                <h2>Final and best metrics</h2>
+                {summaryKeys.length === 0 ? <div className="muted">No metrics yet.</div> : (
+                  <div className="table-wrap">
+                    <table className="summary-table">
+                      <thead><tr><th>Metric</th>{runs.map((r) => <th key={r.id} className="num" colSpan={2}>{r.name || `run ${r.id}`}</th>)}</tr>
+                        <tr><th />{runs.map((r) => [<th key={`${r.id}f`} className="num">final</th>, <th key={`${r.id}b`} className="num">best</th>])}</tr></thead>
+                      <tbody>
+                        {summaryKeys.map((key) => {
+                          const dir = SUMMARY.find((s) => s.match.test(key))!.best;
+                          return (
+                            <tr key={key}>
+                              <td className="mono small">{key}</td>
+                              {runs.map((r) => {
+                                const s = store.byRun.get(r.id)?.get(key);
+                                const fin = lastFinite(s);
+                                const b = dir ? best(s, dir) : null;
+                                return [
+                                  <td key={`${r.id}f`} className="num">{fmtNum(fin?.value ?? null)}</td>,
+                                  <td key={`${r.id}b`} className="num" title={b ? `at step ${b.step}` : undefined}>{dir ? fmtNum(b?.value ?? null) : ""}</td>,
+                                ];
+                              })}
+                            </tr>
+                          );
+                        })}
+                      </tbody>
+                    </table>
+                  </div>
+                )}
+              </section>
+
+              <section className="card">
+                <h2>Config differences</h2>
+                {runs.length < 2 ? <div className="muted">Add another run to see what differs.</div> :
+                  configDiff.length === 0 ? <div className="muted">The configs are identical.</div> : (
+                    <div className="table-wrap">
+                      <table className="diff-table">
+                        <thead><tr><th>Key</th>{runs.map((r) => <th key={r.id}>{r.name || `run ${r.id}`}</th>)}</tr></thead>
+                        <tbody>
+                          {configDiff.map((row) => (
+                            <tr key={row.key} data-key={row.key}>
+                              <td>{row.key}</td>
+                              {row.values.map((v, i) => <td key={i}>{formatJson(v)}</td>)}
+                            </tr>
+                          ))}
+                        </tbody>
+                      </table>
+                      <div className="small muted" style={{ marginTop: ".4rem" }}>{configDiff.length} differing key{configDiff.length === 1 ? "" : "s"}; identical keys hidden.</div>
+                    </div>
+                  )}
+              </section>
+            </>
+          )}
+    </div>
+  );
+}
+
+function RunPicker({ selected, onChange }: { selected: number[]; onChange: (ids: number[]) => void }) {
+  const runs = useRuns({});
+  if (runs.isLoading || !runs.data) return null;
+  return (
+    <details className="card">
+      <summary>Runs ({selected.length} selected)</summary>
+      <div className="row" style={{ marginTop: ".5rem" }}>
+        {runs.data.data.map((r) => (
+          <label key={r.id} className="badge">
+            <input type="checkbox" checked={selected.includes(r.id)}
+              onChange={(e) => onChange(e.target.checked ? [...selected, r.id] : selected.filter((x) => x !== r.id))} />
+            {r.name || `run ${r.id}`}
+          </label>
+        ))}
+      </div>
+    </details>
+  );
+}

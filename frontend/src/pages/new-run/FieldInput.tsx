@@ -1,0 +1,60 @@
+/** One generated form field: the input fits the schema type; the verl key, help and errors sit beside it. */
+import type { Field } from "../../lib/schemaForm";
+import { ALGORITHM_LABELS } from "../../lib/schemaForm";
+
+export type Raw = string | boolean | null;
+
+interface Props {
+  field: Field;
+  raw: Raw;
+  changed: boolean;
+  error?: string;
+  onChange: (raw: Raw) => void;
+}
+
+export function fieldDomId(key: string): string {
+  return `field-${key.replace(/[^\w]/g, "-")}`;
+}
+
+export function FieldInput({ field, raw, changed, error, onChange }: Props) {
+  const id = fieldDomId(field.key);
+  const describedBy = [field.description ? `${id}-help` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ") || undefined;
+  const common = { id, "aria-describedby": describedBy, "aria-invalid": error ? true : undefined, "data-key": field.key };
+  let input;
+  if (field.kind === "boolean" && !field.nullable) {
+    input = <input type="checkbox" {...common} checked={raw === true} onChange={(e) => onChange(e.target.checked)} />;
+  } else if (field.kind === "boolean") {
+    input = (
+      <select {...common} value={raw === null ? "" : String(raw)} onChange={(e) => onChange(e.target.value === "" ? null : e.target.value === "true")}>
+        <option value="">auto (default)</option>
+        <option value="true">true</option>
+        <option value="false">false</option>
+      </select>
+    );
+  } else if (field.kind === "enum") {
+    input = (
+      <select {...common} value={raw === null ? "" : String(raw)} onChange={(e) => onChange(e.target.value === "" ? null : e.target.value)}>
+        {field.nullable && <option value="">(none)</option>}
+        {field.options.map((o) => (
+          <option key={o} value={o}>{field.key === "algorithm.adv_estimator" ? `${ALGORITHM_LABELS[o] ?? o} — ${o}` : o}</option>
+        ))}
+      </select>
+    );
+  } else {
+    const numeric = field.kind === "integer" || field.kind === "number";
+    input = (
+      <input {...common} type="text" inputMode={numeric ? "decimal" : undefined} spellCheck={false}
+        value={raw === null ? "" : String(raw)} placeholder={field.nullable ? "(none)" : undefined}
+        onChange={(e) => onChange(e.target.value)} />
+    );
+  }
+  return (
+    <div className={`field ${changed ? "changed" : ""} ${error ? "invalid" : ""}`} data-field={field.key}>
+      <label htmlFor={id}>{field.label}{changed && <span className="badge neutral small" title="differs from the starting point">edited</span>}</label>
+      <span className="key">{field.key}</span>
+      {input}
+      {field.description && <span id={`${id}-help`} className="help">{field.description}</span>}
+      {error && <span id={`${id}-error`} className="field-error" role="alert">{error}</span>}
+    </div>
+  );
+}

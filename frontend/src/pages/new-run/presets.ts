@@ -1,0 +1,16 @@
+/** Display names of the presets the engine ships (engine/configs/*.yaml); unknown presets show their file name. */
+export const PRESET_LABELS: Record<string, { label: string; help: string }> = {
+  demo: { label: "Tiny arithmetic demo (CPU)", help: "Built-in tiny model learns 2-digit arithmetic with GRPO; minutes on a laptop CPU." },
+  "gsm8k_ppo_qwen2.5_0.5b": { label: "GSM8K · Qwen2.5-0.5B · PPO (the seed's command)", help: "PPO with a critic on GSM8K, as in the seed's command. Needs a GPU." },
+  gsm8k_grpo: { label: "GSM8K · GRPO", help: "GRPO (no critic) on GSM8K. Needs a GPU." },
+};
+
+export function presetLabel(name: string): string {
+  return PRESET_LABELS[name]?.label ?? name;
+}
+
+/** Demo first, then the rest in name order. */
+export function presetOrder(names: string[]): string[] {
+  const known = Object.keys(PRESET_LABELS).filter((n) => names.includes(n));
+  return [...known, ...names.filter((n) => !known.includes(n)).sort()];
+}

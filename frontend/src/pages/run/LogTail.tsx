@@ -1,0 +1,53 @@
+/** The run's log: the last lines from the API, then new ones as the SSE stream delivers them. */
+import { useQuery } from "@tanstack/react-query";
+import { useEffect, useRef, useState } from "react";
+import { unwrap } from "../../api/client";
+import * as sdk from "../../client/sdk.gen";
+import { ErrorBox, Loading } from "../../components/States";
+
+const KEEP = 1000;
+
+interface Line { key: string; text: string }
+
+export function useLogTail(runId: number) {
+  const history = useQuery({
+    queryKey: ["logs", runId],
+    queryFn: () => unwrap(sdk.readLogsApiV1RunsRunIdLogsGet({ path: { run_id: runId }, query: { tail: 300 } })),
+    staleTime: Infinity,
+  });
+  const [live, setLive] = useState<Line[]>([]);
+  const append = (data: { source?: string; lines: [number, string, number][] }) =>
+    setLive((prev) => [...prev, ...data.lines.map(([seq, text]) => ({ key: `${data.source ?? ""}:${seq}`, text }))].slice(-KEEP));
+  const seen = new Set<string>();
+  const lines: Line[] = [];
+  for (const l of history.data?.data ?? []) {
+    const key = `${l.source}:${l.seq}`;
+    seen.add(key);
+    lines.push({ key, text: l.text });
+  }
+  for (const l of live) if (!seen.has(l.key)) lines.push(l);
+  return { lines: lines.slice(-KEEP), append, loading: history.isLoading, error: history.error };
+}
+
+export function LogTail({ state }: { state: ReturnType<typeof useLogTail> }) {
+  const ref = useRef<HTMLPreElement>(null);
+  const [follow, setFollow] = useState(true);
+  useEffect(() => {
+    if (follow && ref.current) ref.current.scrollTop = ref.current.scrollHeight;
+  }, [state.lines.length, follow]);
+  if (state.loading) return <Loading what="Loading log" />;
+  if (state.error) return <ErrorBox error={state.error} />;
+  if (!state.lines.length) return <div className="muted">No log lines yet.</div>;
+  return (
+    <>
+      <pre ref={ref} className="log-tail" tabIndex={0} aria-label="log"
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          setFollow(el.scrollHeight - el.scrollTop - el.clientHeight < 20);
+        }}>
+        {state.lines.map((l) => l.text).join("\n")}
+      </pre>
+      {!follow && <button type="button" className="link-button" onClick={() => setFollow(true)}>follow ↓</button>}
+    </>
+  );
+}

@@ -1,0 +1,125 @@
+/** Run: status and actions, health banner, live charts, config, live log tail. */
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMemo, useState } from "react";
+import { Link, useNavigate, useParams } from "react-router-dom";
+import { unwrap } from "../../api/client";
+import { useLiveMetrics } from "../../api/liveMetrics";
+import { useExperiments, useRun } from "../../api/queries";
+import * as sdk from "../../client/sdk.gen";
+import type { RunPublic } from "../../client/types.gen";
+import { AlarmBanner, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
+import { ChartControls, useChartOptions } from "../../components/ChartControls";
+import { PageTitle } from "../../components/Layout";
+import { MetricCharts } from "../../components/MetricCharts";
+import { Empty, ErrorBox, Loading } from "../../components/States";
+import { metricAlarms, sampleAlarms } from "../../lib/alarms";
+import { fmtDate, secondsBetween } from "../../lib/format";
+import { ConfigView } from "./ConfigView";
+import { LogTail, useLogTail } from "./LogTail";
+
+const ACTIVE = ["queued", "starting", "running"];
+
+export function RunPage() {
+  const runId = Number(useParams().runId);
+  const run = useRun(runId);
+  if (run.isLoading) return <Loading what="Loading run" />;
+  if (run.error) return <ErrorBox error={run.error} retry={() => void run.refetch()} />;
+  if (!run.data) return <Empty title={`Run ${runId} not found.`} />;
+  return <RunView run={run.data} />;
+}
+
+function RunView({ run }: { run: RunPublic }) {
+  const qc = useQueryClient();
+  const navigate = useNavigate();
+  const experiments = useExperiments();
+  const [options, setOptions] = useChartOptions();
+  const active = ACTIVE.includes(run.status);
+  const logs = useLogTail(run.id);
+  const [actionError, setActionError] = useState<unknown>(null);
+
+  const store = useLiveMetrics([run.id], null, active ? [run.id] : [], 1000, (_id, kind, data) => {
+    if (kind === "status" || kind === "progress") {
+      qc.setQueryData<RunPublic>(["run", run.id], (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
+    } else if (kind === "logs") {
+      logs.append(data as { lines: [number, string, number][] });
+    } else if (kind === "samples") {
+      void qc.invalidateQueries({ queryKey: ["latest-samples", run.id] });
+    }
+  });
+
+  // the newest step's samples, for the degenerate-answer alarm
+  const latestSamples = useQuery({
+    queryKey: ["latest-samples", run.id],
+    queryFn: () => unwrap(sdk.listSamplesApiV1RunsRunIdSamplesGet({ path: { run_id: run.id }, query: { order: "-step", split: "train", limit: 256 } })),
+  });
+  const alarms = useMemo(() => {
+    const series = Object.fromEntries(store.byRun.get(run.id) ?? []);
+    const newest = latestSamples.data?.data[0]?.step;
+    const samples = (latestSamples.data?.data ?? []).filter((s) => s.step === newest);
+    return [...metricAlarms(series), ...sampleAlarms(samples)];
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [store.version, store.epoch, latestSamples.data, run.id]);
+
+  const action = useMutation({
+    mutationFn: async (kind: "cancel" | "resume") => {
+      const path = { path: { run_id: run.id } };
+      return kind === "cancel" ? unwrap(sdk.cancelRunApiV1RunsRunIdCancelPost(path)) : unwrap(sdk.resumeRunApiV1RunsRunIdResumePost(path));
+    },
+    onMutate: () => setActionError(null),
+    onError: (e) => setActionError(e),
+    onSuccess: (result, kind) => {
+      void qc.invalidateQueries({ queryKey: ["runs"] });
+      if (kind === "resume") navigate(`/runs/${result.id}`);
+      else qc.setQueryData(["run", run.id], result);
+    },
+  });
+
+  const duration = secondsBetween(run.started_at, run.finished_at);
+  const experiment = experiments.data?.data.find((e) => e.id === run.experiment_id);
+  return (
+    <div className="stack">
+      <PageTitle actions={<>
+        <Link className="button" to={`/runs/${run.id}/samples`}>Samples</Link>
+        <Link className="button" to={`/compare?runs=${run.id}`}>Compare…</Link>
+        {active && <button type="button" className="danger" disabled={action.isPending} onClick={() => action.mutate("cancel")}>Cancel</button>}
+        {!active && <button type="button" disabled={action.isPending} onClick={() => action.mutate("resume")} title="continue from the last checkpoint">Resume</button>}
+        <Link className="button" to={`/runs/new?fork=${run.id}`}>Fork</Link>
+      </>}>
+        {run.name || `run ${run.id}`} <StatusBadge status={run.status} />
+      </PageTitle>
+
+      <div className="row small muted run-meta">
+        <span>#{run.id}</span>
+        <span>experiment <strong>{experiment?.name ?? run.experiment_id}</strong></span>
+        {run.preset && <span>preset <strong>{run.preset}</strong></span>}
+        <span>created {fmtDate(run.created_at)}</span>
+        {duration !== null && <span>duration {fmtDuration(duration)}</span>}
+        {run.parent_id && <span>{run.parent_relation ?? "child"} of <Link to={`/runs/${run.parent_id}`}>run {run.parent_id}</Link></span>}
+        <Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} />
+      </div>
+
+      {actionError !== null && <ErrorBox error={actionError} />}
+      {run.error && run.status !== "cancelled" && (
+        <div className="notice error" role="alert"><strong>{run.status}:</strong> <span className="mono">{run.error}</span></div>
+      )}
+      <AlarmBanner alarms={alarms} runId={run.id} />
+
+      <ChartControls options={options} onChange={setOptions} />
+      {store.loading ? <Loading what="Loading metrics" /> : store.error ? <ErrorBox error={store.error} /> :
+        (store.byRun.get(run.id)?.size ?? 0) === 0 ? (
+          <Empty title={active ? "Waiting for the first metrics…" : "This run logged no metrics."}>
+            {active ? "Charts appear as soon as the first step finishes." : null}
+          </Empty>
+        ) : (
+          <MetricCharts store={store} runs={[{ id: run.id, name: run.name || `run ${run.id}` }]} options={options}
+            onPointClick={(_id, step) => navigate(`/runs/${run.id}/samples?step=${step}`)} />
+        )}
+      <p className="small muted">Click a point to open the samples of that step.</p>
+
+      <div className="grid-2">
+        <section className="card"><h2>Log</h2><LogTail state={logs} /></section>
+        <section className="card"><h2>Config</h2><ConfigView config={run.resolved_config} edited={run.config} /></section>
+      </div>
+    </div>
+  );
+}

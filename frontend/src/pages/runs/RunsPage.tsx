@@ -1,0 +1,164 @@
+/** Runs: the table of runs with live status (SSE), filters in the URL, select several → Compare. */
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMemo, useState } from "react";
+import { Link, useNavigate, useSearchParams } from "react-router-dom";
+import { unwrap } from "../../api/client";
+import { useEventSource } from "../../api/live";
+import { useExperiments, useRuns, type RunFilters } from "../../api/queries";
+import * as sdk from "../../client/sdk.gen";
+import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
+import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
+import { PageTitle } from "../../components/Layout";
+import { Empty, ErrorBox, Loading } from "../../components/States";
+import { klKey, metricAlarms, KL_KEYS } from "../../lib/alarms";
+import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
+import { fromApi, lastFinite, type Series } from "../../lib/series";
+
+const STATUSES: RunStatus[] = ["queued", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
+const HEALTH_KEYS = ["critic/score/mean", ...KL_KEYS, "critic/values/std", "response_length/clip_ratio",
+  "actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm"];
+
+function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | null) => void] {
+  const [params, setParams] = useSearchParams();
+  const filters: RunFilters = {};
+  const status = params.getAll("status").filter((s): s is RunStatus => STATUSES.includes(s as RunStatus));
+  if (status.length) filters.status = status;
+  if (params.get("experiment")) filters.experiment_id = Number(params.get("experiment"));
+  if (params.get("tag")) filters.tag = [params.get("tag")!];
+  if (params.get("q")) filters.q = params.get("q")!;
+  const set = (k: string, v: string | null) =>
+    setParams((prev) => {
+      const next = new URLSearchParams(prev);
+      if (v) next.set(k, v);
+      else next.delete(k);
+      return next;
+    }, { replace: true });
+  return [filters, params, set];
+}
+
+/** Live: the runs feed patches cached rows in place; unknown runs (new ones) trigger a refetch. */
+function useRunsFeed() {
+  const qc = useQueryClient();
+  const patch = (data: unknown) => {
+    const run = data as Partial<RunPublic> & { id: number };
+    let found = false;
+    qc.setQueriesData<RunsPublic>({ queryKey: ["runs"] }, (old) => {
+      if (!old) return old;
+      const i = old.data.findIndex((r) => r.id === run.id);
+      if (i === -1) return old;
+      found = true;
+      const data = old.data.slice();
+      data[i] = { ...data[i], ...run };
+      return { ...old, data };
+    });
+    qc.setQueryData<RunPublic>(["run", run.id], (old) => (old ? { ...old, ...run } : old));
+    if (!found) void qc.invalidateQueries({ queryKey: ["runs"] });
+  };
+  return useEventSource("/api/v1/runs/events", {
+    run: patch,
+    progress: patch,
+    deleted: () => void qc.invalidateQueries({ queryKey: ["runs"] }),
+  });
+}
+
+export function RunsPage() {
+  const [filters, params, setFilter] = useFilters();
+  const runs = useRuns(filters);
+  const experiments = useExperiments();
+  const live = useRunsFeed();
+  const navigate = useNavigate();
+  const [selected, setSelected] = useState<number[]>([]);
+  const ids = useMemo(() => (runs.data?.data ?? []).map((r) => r.id).slice(0, 100), [runs.data]);
+  const anyActive = (runs.data?.data ?? []).some((r) => ["queued", "starting", "running"].includes(r.status));
+  const health = useQuery({
+    queryKey: ["runs-health", ids],
+    queryFn: () => unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: ids, key: HEALTH_KEYS, max_points: 300 } })),
+    enabled: ids.length > 0,
+    refetchInterval: anyActive ? 5_000 : false,
+    placeholderData: (prev) => prev,
+  });
+  const seriesByRun = useMemo(() => {
+    const out = new Map<number, Record<string, Series>>();
+    for (const s of health.data?.data ?? []) {
+      if (!out.has(s.run_id)) out.set(s.run_id, {});
+      out.get(s.run_id)![s.key] = fromApi(s);
+    }
+    return out;
+  }, [health.data]);
+  const experimentName = new Map((experiments.data?.data ?? []).map((e) => [e.id, e.name]));
+  const toggle = (id: number) => setSelected((s) => (s.includes(id) ? s.filter((x) => x !== id) : [...s, id]));
+
+  return (
+    <div>
+      <PageTitle actions={<>
+        <span className="muted small" title="live updates from the server">{live === "live" ? "● live" : live}</span>
+        <button type="button" disabled={selected.length < 2} onClick={() => navigate(`/compare?runs=${selected.join(",")}`)}>
+          Compare {selected.length ? `(${selected.length})` : ""}
+        </button>
+        <Link className="button primary" to="/runs/new">New run</Link>
+      </>}>Runs</PageTitle>
+
+      <div className="filters" role="search">
+        <input type="search" placeholder="Search names…" aria-label="search runs by name" defaultValue={params.get("q") ?? ""}
+          onChange={(e) => setFilter("q", e.target.value.trim() || null)} />
+        <select aria-label="status" value={params.get("status") ?? ""} onChange={(e) => setFilter("status", e.target.value || null)}>
+          <option value="">any status</option>
+          {STATUSES.map((s) => <option key={s} value={s}>{s}</option>)}
+        </select>
+        <select aria-label="experiment" value={params.get("experiment") ?? ""} onChange={(e) => setFilter("experiment", e.target.value || null)}>
+          <option value="">any experiment</option>
+          {(experiments.data?.data ?? []).map((e) => <option key={e.id} value={e.id}>{e.name}</option>)}
+        </select>
+        <input type="search" placeholder="tag" aria-label="tag" defaultValue={params.get("tag") ?? ""}
+          onChange={(e) => setFilter("tag", e.target.value.trim() || null)} style={{ width: 120 }} />
+        {runs.isFetching && <span className="spinner" aria-label="refreshing" />}
+      </div>
+
+      {runs.isLoading ? <Loading what="Loading runs" /> : runs.error ? <ErrorBox error={runs.error} retry={() => void runs.refetch()} /> :
+        !runs.data?.data.length ? (
+          <Empty title={Object.keys(filters).length ? "No runs match these filters." : "No runs yet."}>
+            <Link to="/runs/new">Launch one from the New-run form</Link>
+          </Empty>
+        ) : (
+          <div className="card table-wrap">
+            <table className="runs-table">
+              <thead>
+                <tr>
+                  <th aria-label="select" />
+                  <th>Name</th><th>Experiment</th><th>Status</th><th>Progress</th>
+                  <th className="num">Score</th><th className="num">KL</th><th>Health</th><th>Created</th><th className="num">Duration</th>
+                </tr>
+              </thead>
+              <tbody>
+                {runs.data.data.map((run) => {
+                  const series = seriesByRun.get(run.id) ?? {};
+                  const kk = klKey(Object.keys(series));
+                  const score = lastFinite(series["critic/score/mean"]);
+                  const kl = kk ? lastFinite(series[kk]) : null;
+                  const duration = secondsBetween(run.started_at, run.finished_at);
+                  return (
+                    <tr key={run.id} data-run-id={run.id}>
+                      <td><input type="checkbox" aria-label={`select ${run.name}`} checked={selected.includes(run.id)} onChange={() => toggle(run.id)} /></td>
+                      <td>
+                        <Link to={`/runs/${run.id}`}><strong>{run.name || `run ${run.id}`}</strong></Link>
+                        {run.tags?.length ? <div className="small muted">{run.tags.join(", ")}</div> : null}
+                      </td>
+                      <td>{experimentName.get(run.experiment_id) ?? run.experiment_id}</td>
+                      <td><StatusBadge status={run.status} /></td>
+                      <td><Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} /></td>
+                      <td className="num">{fmtNum(score?.value ?? null, 3)}</td>
+                      <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
+                      <td><AlarmBadges alarms={metricAlarms(series)} runId={run.id} /></td>
+                      <td className="small">{fmtDate(run.created_at)}</td>
+                      <td className="num small">{duration !== null ? fmtDuration(duration) : "—"}</td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+            <div className="small muted" style={{ marginTop: ".5rem" }}>{runs.data.count} run{runs.data.count === 1 ? "" : "s"} · select two or more to compare</div>
+          </div>
+        )}
+    </div>
+  );
+}

@@ -1,0 +1,25 @@
+/** Every view is a URL: filters, steps, chart options and selections live in the path and query string. */
+import { createBrowserRouter } from "react-router-dom";
+import { Layout } from "./components/Layout";
+import { ComparePage } from "./pages/compare/ComparePage";
+import { NewRunPage } from "./pages/new-run/NewRunPage";
+import { RunPage } from "./pages/run/RunPage";
+import { RunsPage } from "./pages/runs/RunsPage";
+import { SamplesPage } from "./pages/samples/SamplesPage";
+import { SideBySidePage } from "./pages/side-by-side/SideBySidePage";
+import { NotFound } from "./components/Layout";
+
+export const router = createBrowserRouter([
+  {
+    element: <Layout />,
+    children: [
+      { path: "/", element: <RunsPage /> },
+      { path: "/runs/new", element: <NewRunPage /> },
+      { path: "/runs/:runId", element: <RunPage /> },
+      { path: "/runs/:runId/samples", element: <SamplesPage /> },
+      { path: "/side-by-side", element: <SideBySidePage /> },
+      { path: "/compare", element: <ComparePage /> },
+      { path: "*", element: <NotFound /> },
+    ],
+  },
+]);

@@ -1,0 +1,114 @@
+"""UI tests: a real backend (uvicorn subprocess on 127.0.0.1 with a temporary data dir) serving the built
+frontend, driven by Debian's Chromium through the Python playwright package. Screenshots go to
+test-artifacts/ui/."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.ui.seed import Api
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "ui"
+CHROMIUM = os.environ.get("RLSTUDIO_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir: Path, *, dispatch: bool, extra_env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "RLSTUDIO_DISPATCH": "true" if dispatch else "false", **(extra_env or {})}
+        env.pop("RLSTUDIO_API_TOKEN", None)
+        self.log = open(data_dir / "server.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "backend", "--port", str(self.port), "--data-dir", str(data_dir), "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {(data_dir / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise RuntimeError("server did not start in 120 s")
+        self.api = Api(self.url)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def built_frontend() -> Path:
+    dist = REPO / "frontend" / "dist"
+    if not (dist / "index.html").is_file():
+        pytest.skip("frontend not built: run scripts/setup_frontend.sh (or npm run build -w frontend)")
+    return dist
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, built_frontend) -> Server:
+    """A server without Ray dispatch: runs are fed through the ingest API."""
+    srv = Server(tmp_path_factory.mktemp("rlstudio-ui"), dispatch=False)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, color_scheme="light")
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors  # type: ignore[attr-defined]
+    yield pg
+    context.close()
+
+
+def shot(page, name: str, full_page: bool = True) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_artifacts():
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
