@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import math
-
-from pydantic import field_validator
+from pydantic import BaseModel
+from pydantic import Field as PField
 from sqlalchemy import Column, Float, ForeignKey, Integer, String
 from sqlmodel import Field, SQLModel
 
@@ -18,21 +17,16 @@ class MetricPoint(SQLModel, table=True):
     wall_time: float = Field(sa_column=Column(Float, nullable=False))
 
 
-class MetricPointIn(SQLModel):
-    key: str = Field(min_length=1, max_length=300)
-    step: int = Field(ge=0)
+class MetricPointIn(BaseModel):
+    """Plain pydantic (validated in C): ingest is the hot path."""
+
+    key: str = PField(min_length=1, max_length=300)
+    step: int = PField(ge=0, le=2**62)
     value: float | None  # JSON numbers, or "NaN" / "Infinity" / "-Infinity"
-    wall_time: float | None = None  # seconds since the epoch; default: the time of ingest
-
-    @field_validator("wall_time")
-    @classmethod
-    def _finite_time(cls, value):
-        if value is not None and not math.isfinite(value):
-            raise ValueError("wall_time must be a finite number of seconds")
-        return value
+    wall_time: float | None = PField(default=None, allow_inf_nan=False)  # epoch seconds; default: ingest time
 
 
-class MetricsIngest(SQLModel):
+class MetricsIngest(BaseModel):
     points: list[MetricPointIn]
 
 

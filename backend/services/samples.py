@@ -15,7 +15,7 @@ FIELDS = [name for name in SampleIn.model_fields]
 def ingest(session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
-    from backend.services.upsert import insert_for
+    from backend.services.upsert import insert_for, write_lock
 
     now = time.time()
     rows: dict[tuple, dict] = {}
@@ -27,13 +27,14 @@ def ingest(session: Session, run: Run, samples: list[SampleIn]) -> int:
     updated = {name: stmt.excluded[name] for name in FIELDS + ["wall_time"]
                if name not in ("split", "step", "sample_index")}
     stmt = stmt.on_conflict_do_update(index_elements=["run_id", "split", "step", "sample_index"], set_=updated)
-    session.execute(stmt, list(rows.values()))
-    by_step: dict[tuple[int, str], int] = {}
-    for split, step, _ in rows:
-        by_step[(step, split)] = by_step.get((step, split), 0) + 1
-    add_event(session, run_channel(run.id), "samples",
-              {"batches": [{"step": step, "split": split, "count": n} for (step, split), n in sorted(by_step.items())]})
-    session.commit()
+    with write_lock(session):
+        session.execute(stmt, list(rows.values()))
+        by_step: dict[tuple[int, str], int] = {}
+        for split, step, _ in rows:
+            by_step[(step, split)] = by_step.get((step, split), 0) + 1
+        add_event(session, run_channel(run.id), "samples", {"batches": [
+            {"step": step, "split": split, "count": n} for (step, split), n in sorted(by_step.items())]})
+        session.commit()
     return len(rows)
 
 

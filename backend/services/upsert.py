@@ -1,7 +1,14 @@
-"""Dialect-specific INSERT ... ON CONFLICT (SQLite and PostgreSQL share the syntax)."""
+"""Dialect-specific INSERT ... ON CONFLICT (SQLite and PostgreSQL share the syntax), and the write lock."""
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 from sqlmodel import Session
+
+# SQLite has one writer at a time; concurrent writers otherwise poll the database lock with sleeps (busy
+# timeout), which costs throughput and latency. Ingest serialises its short transactions here instead.
+_SQLITE_WRITES = threading.Lock()
 
 
 def insert_for(session: Session, model):
@@ -13,3 +20,12 @@ def insert_for(session: Session, model):
     else:  # pragma: no cover - other databases need their own upsert
         raise NotImplementedError(f"upsert is not implemented for {name}")
     return insert(model)
+
+
+@contextmanager
+def write_lock(session: Session):
+    if session.get_bind().dialect.name == "sqlite":
+        with _SQLITE_WRITES:
+            yield
+    else:
+        yield

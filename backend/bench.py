@@ -1,0 +1,273 @@
+"""`python -m backend.bench [--vs-mlflow] [--mlflow BIN]`: workload M1 against a fresh local server.
+
+M1: 8 runs x 20 metric keys x 2,000 steps, 8 concurrent clients (one per run), 1,000 points per request
+(50 steps x 20 keys -- MLflow's log_batch cap, so both sides send the same requests). Reports ingest
+points/s, p50/p95 request latency, the chart query (5 keys x 8 runs, <= 1,000 points per series) and the
+ingest -> SSE delivery latency p95. With --vs-mlflow the same workload runs against `mlflow server`
+(SQLite backend store) through its REST API, and the ratios are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+RUNS, KEYS, STEPS, CLIENTS, STEPS_PER_REQUEST = 8, 20, 2000, 8, 50
+CHART_RUNS, CHART_KEYS, CHART_POINTS = 8, 5, 1000
+
+
+def key_names() -> list[str]:
+    return [f"bench/key_{i:02d}" for i in range(KEYS)]
+
+
+def value(run: int, key: int, step: int) -> float:
+    return ((run + 1) * (key + 1) * step) % 997 / 997.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up")
+
+
+# ------------------------------------------------------------------------------------------ rlstudio
+class Rlstudio:
+    name = "rlstudio"
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RLSTUDIO_")}
+        env["RLSTUDIO_DISPATCH"] = "false"
+        self.log = open(workdir / "rlstudio.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([sys.executable, "-m", "backend", "--port", str(self.port), "--data-dir",
+                                      str(workdir / "rlstudio"), "--log-level", "warning"], env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        wait_http(f"{self.url}/healthz")
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+        self.runs: list[tuple[int, str]] = []
+
+    def create_runs(self, n: int) -> None:
+        for i in range(n):
+            r = self.http.post("/api/v1/runs", json={"name": f"bench-{i}", "launch": False,
+                                                     "experiment_name": "bench"}).json()
+            self.runs.append((r["id"], r["ingest_token"]))
+
+    def ingest(self, client: httpx.Client, run_index: int, steps: range) -> None:
+        run_id, token = self.runs[run_index]
+        now = time.time()
+        points = [{"key": k, "step": s, "value": value(run_index, ki, s), "wall_time": now}
+                  for s in steps for ki, k in enumerate(key_names())]
+        r = client.post(f"{self.url}/api/v1/runs/{run_id}/metrics", json={"points": points},
+                        headers={"Authorization": f"Bearer {token}"})
+        r.raise_for_status()
+
+    def chart(self) -> int:
+        params = [("run_id", rid) for rid, _ in self.runs[:CHART_RUNS]] + [
+            ("key", k) for k in key_names()[:CHART_KEYS]] + [("max_points", CHART_POINTS)]
+        data = self.http.get("/api/v1/metrics", params=params).json()["data"]
+        assert all(len(s["steps"]) <= CHART_POINTS for s in data)
+        return sum(len(s["steps"]) for s in data)
+
+    def sse_latency(self, samples: int = 100) -> list[float]:
+        run_id = self.runs[0][0]
+        arrivals: dict[int, float] = {}
+        ready = threading.Event()
+        stop = threading.Event()
+
+        def listen():
+            with httpx.Client(timeout=httpx.Timeout(5, read=None)) as c, \
+                    c.stream("GET", f"{self.url}/api/v1/runs/{run_id}/events") as response:
+                event, data = None, None
+                for line in response.iter_lines():
+                    if stop.is_set():
+                        return
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data = line[5:].strip()
+                    elif not line and event:
+                        if event == "hello":
+                            ready.set()
+                        elif event == "metrics":
+                            for _key, step, _v, _t in json.loads(data)["points"]:
+                                arrivals.setdefault(step, time.time())
+                        event = data = None
+
+        thread = threading.Thread(target=listen, daemon=True)
+        thread.start()
+        ready.wait(30)
+        sent: dict[int, float] = {}
+        with httpx.Client(timeout=30) as c:
+            for i in range(samples):
+                step = 10_000_000 + i
+                sent[step] = time.time()
+                self.ingest(c, 0, range(step, step + 1))
+                time.sleep(0.02)
+        deadline = time.time() + 10
+        while time.time() < deadline and len(arrivals) < samples:
+            time.sleep(0.05)
+        stop.set()
+        return [arrivals[s] - sent[s] for s in sent if s in arrivals]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+# -------------------------------------------------------------------------------------------- mlflow
+class Mlflow:
+    name = "mlflow"
+
+    def __init__(self, workdir: Path, binary: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        store = workdir / "mlflow"
+        store.mkdir()
+        self.log = open(workdir / "mlflow.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([binary, "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+                                      "--default-artifact-root", str(store / "artifacts"), "--host", "127.0.0.1",
+                                      "--port", str(self.port), "--workers", "4"],
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_http(f"{self.url}/health", timeout=300)
+        self.http = httpx.Client(base_url=self.url, timeout=120)
+        self.runs: list[str] = []
+
+    def create_runs(self, n: int) -> None:
+        experiment = self.http.post("/api/2.0/mlflow/experiments/create", json={"name": "bench"}).json()
+        for i in range(n):
+            r = self.http.post("/api/2.0/mlflow/runs/create", json={"experiment_id": experiment["experiment_id"],
+                                                                    "run_name": f"bench-{i}"}).json()
+            self.runs.append(r["run"]["info"]["run_id"])
+
+    def ingest(self, client: httpx.Client, run_index: int, steps: range) -> None:
+        now = int(time.time() * 1000)
+        metrics = [{"key": k, "value": value(run_index, ki, s), "timestamp": now, "step": s}
+                   for s in steps for ki, k in enumerate(key_names())]
+        r = client.post(f"{self.url}/api/2.0/mlflow/runs/log-batch",
+                        json={"run_id": self.runs[run_index], "metrics": metrics})
+        r.raise_for_status()
+
+    def chart(self) -> int:
+        total = 0
+        for run_id in self.runs[:CHART_RUNS]:
+            for key in key_names()[:CHART_KEYS]:
+                r = self.http.get("/api/2.0/mlflow/metrics/get-history",
+                                  params={"run_id": run_id, "metric_key": key, "max_results": 25000}).json()
+                total += len(r.get("metrics", []))
+        return total
+
+    def stop(self) -> None:
+        import signal
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(30)
+        self.log.close()
+
+
+# ------------------------------------------------------------------------------------------ workload
+def run_workload(target) -> dict:
+    target.create_runs(RUNS)
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def client_job(run_index: int) -> None:
+        with httpx.Client(timeout=120) as client:
+            for start in range(0, STEPS, STEPS_PER_REQUEST):
+                t0 = time.perf_counter()
+                target.ingest(client, run_index, range(start, start + STEPS_PER_REQUEST))
+                with lock:
+                    latencies.append(time.perf_counter() - t0)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(client_job, range(RUNS)))
+    elapsed = time.perf_counter() - started
+    chart_times, points = [], 0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        points = target.chart()
+        chart_times.append(time.perf_counter() - t0)
+    result = {"ingest_points_per_s": RUNS * KEYS * STEPS / elapsed, "ingest_seconds": elapsed,
+              "request_p50_ms": percentile(latencies, 50) * 1000, "request_p95_ms": percentile(latencies, 95) * 1000,
+              "chart_query_ms": statistics.median(chart_times) * 1000, "chart_points": points}
+    if isinstance(target, Rlstudio):
+        sse = target.sse_latency()
+        result["sse_p95_ms"] = percentile(sse, 95) * 1000 if sse else float("nan")
+        result["sse_delivered"] = len(sse)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m backend.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vs-mlflow", action="store_true", help="also run the workload against `mlflow server`")
+    parser.add_argument("--mlflow", default=shutil.which("mlflow") or "mlflow", help="the mlflow executable")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="rlstudio-bench-") as tmp:
+        workdir = Path(tmp)
+        targets = [("rlstudio", lambda: Rlstudio(workdir))]
+        if args.vs_mlflow:
+            targets.append(("mlflow", lambda: Mlflow(workdir, args.mlflow)))
+        for name, make in targets:
+            target = make()
+            try:
+                results[name] = run_workload(target)
+            finally:
+                target.stop()
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(f"M1: {RUNS} runs x {KEYS} keys x {STEPS} steps, {CLIENTS} clients, {STEPS_PER_REQUEST * KEYS} points "
+          f"per request; chart = {CHART_KEYS} keys x {CHART_RUNS} runs, <= {CHART_POINTS} points per series")
+    for name, r in results.items():
+        line = (f"{name:>9}: ingest {r['ingest_points_per_s']:>10,.0f} points/s  request p50 "
+                f"{r['request_p50_ms']:7.1f} ms  p95 {r['request_p95_ms']:7.1f} ms  chart query "
+                f"{r['chart_query_ms']:8.1f} ms ({r['chart_points']} points)")
+        if "sse_p95_ms" in r:
+            line += f"  ingest->SSE p95 {r['sse_p95_ms']:.0f} ms"
+        print(line)
+    if "mlflow" in results:
+        ours, theirs = results["rlstudio"], results["mlflow"]
+        print(f"    ratio: ingest {ours['ingest_points_per_s'] / theirs['ingest_points_per_s']:.1f}x, chart query "
+              f"{theirs['chart_query_ms'] / ours['chart_query_ms']:.1f}x faster")
+
+
+if __name__ == "__main__":
+    main()
