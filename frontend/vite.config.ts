@@ -5,6 +5,6 @@ import react from "@vitejs/plugin-react";
 export default defineConfig({
   plugins: [react()],
   server: { proxy: { "/api": "http://127.0.0.1:8000", "/healthz": "http://127.0.0.1:8000" } },
-  build: { outDir: "dist", emptyOutDir: true, chunkSizeWarningLimit: 5000 },
+  build: { outDir: "dist", emptyOutDir: true, chunkSizeWarningLimit: 8000 },
   test: { include: ["src/**/*.test.ts"], environment: "node" },
 });

@@ -1,0 +1,206 @@
+"""The UI against a real server fed through its ingest API: runs table live status, charts that grow while
+points stream in, samples of a step (list, groups, tokens), side by side with word diff and keyboard stepping,
+compare with the config diff, the New-run form (preset, pasted command, inline 422), and the XSS guarantee."""
+from __future__ import annotations
+
+import random
+import re
+import time
+
+from playwright.sync_api import expect
+
+from tests.ui.conftest import shot
+from tests.ui.seed import step_metrics, step_samples
+
+XSS = '<img src=x onerror=alert(1)> and <script>alert(1)</script>'
+
+
+def seeded_run(api, name, *, steps=8, lr="1e-4", kl=0.03, samples_at=(2, 4, 6, 8), seed=0, finish=True):
+    rng = random.Random(seed)
+    run = api.external_run(name, overrides=[f"actor_rollout_ref.actor.optim.lr={lr}"], tags=["ui"])
+    t0 = time.time() - 600
+    points = []
+    for s in range(1, steps + 1):
+        points += step_metrics(s, 20, rng, kl_scale=kl, wall=t0 + 3 * s)
+    api.metrics(run, points)
+    samples = []
+    for s in samples_at:
+        samples += step_samples(s, rng, good=0.2 + 0.1 * s)
+    api.samples(run, samples)
+    api.logs(run, [f"Epoch 1 | Step {s} | Actor Loss: 0.01 | KL: 0.02 | Reward: 0.5" for s in range(1, steps + 1)])
+    if finish:
+        api.status(run, "succeeded")
+    return run
+
+
+def chart_points(page, chart: str) -> int:
+    return int(page.locator(f'[data-chart="{chart}"]').get_attribute("data-points") or 0)
+
+
+def test_runs_table_updates_live(page, server):
+    run = server.api.external_run("live-status", tags=["ui"])
+    page.goto(server.url + "/")
+    row = page.locator(f'tr[data-run-id="{run["id"]}"]')
+    expect(row.locator("[data-status]")).to_have_text("running")
+    server.api.metrics(run, step_metrics(3, 10, random.Random(1)))
+    server.api.status(run, "succeeded")
+    expect(row.locator("[data-status]")).to_have_text("succeeded", timeout=10_000)  # via SSE, no reload
+    expect(row).to_contain_text("3 / 10")
+    shot(page, "runs-table")
+    assert not page.errors
+
+
+def test_run_charts_grow_and_click_opens_samples(page, server):
+    rng = random.Random(2)
+    run = seeded_run(server.api, "growing", steps=5, samples_at=(3,), finish=False)
+    page.goto(f"{server.url}/runs/{run['id']}")
+    expect(page.locator('[data-chart="score"]')).to_be_visible()
+    page.wait_for_function("() => Number(document.querySelector('[data-chart=\"score\"]')?.dataset.points) >= 10")
+    before = chart_points(page, "score")
+    for s in range(6, 11):  # the run trains on: points arrive over SSE and are appended to the traces
+        server.api.metrics(run, step_metrics(s, 20, rng))
+        time.sleep(0.2)
+    page.wait_for_function(f"() => Number(document.querySelector('[data-chart=\"score\"]').dataset.points) >= {before + 10}",
+                           timeout=15_000)
+    expect(page.locator(".log-tail")).to_contain_text("Step 5")
+    shot(page, "run-page")
+    # a click on a point of step 3 opens that step's samples
+    page.evaluate("""() => {
+        const gd = document.querySelector('[data-chart="score"] .plot');
+        gd.emit('plotly_click', {points: [{x: 3, y: 0.5, customdata: 3, data: {name: gd.data[0].name}}]});
+    }""")
+    expect(page).to_have_url(f"{server.url}/runs/{run['id']}/samples?step=3")
+    expect(page.locator(".sample-card").first).to_be_visible()
+    assert not page.errors
+
+
+def test_samples_of_a_step_groups_and_tokens(page, server):
+    run = seeded_run(server.api, "samples-run")
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=4")
+    expect(page.get_by_text("Step 4", exact=True)).to_be_visible()
+    cards = page.locator(".sample-card")
+    expect(cards).to_have_count(16)
+    # the slider moves to another step, and the URL follows (a shareable link)
+    page.locator("#step-slider").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(f"{server.url}/runs/{run['id']}/samples?step=6")
+    # GRPO group view: 4 groups of 4 answers, each with the group's std
+    page.get_by_role("button", name="groups").click()
+    expect(page.locator("[data-group]")).to_have_count(4)
+    expect(page.locator("[data-group]").first).to_contain_text("std")
+    # token view with log-prob shading, legend and hover values
+    page.locator(".sample-card").first.get_by_role("button", name="tokens").click()
+    token = page.locator(".token").first
+    expect(token).to_be_visible()
+    assert "log-prob" in token.get_attribute("title")
+    expect(page.locator(".token-legend").first).to_be_visible()
+    shot(page, "samples-groups-tokens")
+    # filters: only correct answers
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=8&min=1")
+    expect(page.locator(".sample-card").first).to_be_visible()
+    scores = page.locator(".sample-card .badge[title=score]").all_inner_texts()
+    assert scores and all(s == "1" for s in scores)
+    assert not page.errors
+
+
+def test_side_by_side_two_steps(page, server):
+    run = seeded_run(server.api, "sbs-run")
+    page.goto(f"{server.url}/side-by-side?a={run['id']}:2&b={run['id']}:8")
+    expect(page.get_by_text("Prompt #0")).to_be_visible()
+    expect(page.locator("[data-row]")).to_have_count(4)
+    assert page.locator("ins.diff-added, del.diff-removed").count() > 0  # word-level diff highlighted
+    shot(page, "side-by-side")
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_text("Prompt #1")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]p=1(&|$)"))
+    page.keyboard.press("j")
+    expect(page.get_by_text("Prompt #2")).to_be_visible()
+    page.keyboard.press("ArrowLeft")
+    expect(page.get_by_text("Prompt #1")).to_be_visible()
+    assert not page.errors
+
+
+def test_compare_two_runs_config_diff(page, server):
+    a = seeded_run(server.api, "cmp-a", lr="1e-4", seed=3)
+    b = seeded_run(server.api, "cmp-b", lr="3e-4", kl=0.3, seed=4)
+    page.goto(f"{server.url}/compare?runs={a['id']},{b['id']}")
+    expect(page.locator('[data-chart="score"]')).to_be_visible()
+    diff = page.locator(".diff-table tbody tr")
+    expect(diff).to_have_count(1)  # only the differing key
+    expect(page.locator('.diff-table tr[data-key="actor_rollout_ref.actor.optim.lr"]')).to_contain_text("0.0003")
+    expect(page.locator(".summary-table")).to_contain_text("critic/score/mean")
+    shot(page, "compare")
+    # selecting from the runs table leads to the same view
+    page.goto(server.url + "/")
+    page.get_by_label("select cmp-a").check()
+    page.get_by_label("select cmp-b").check()
+    page.get_by_role("button", name="Compare (2)").click()
+    expect(page).to_have_url(f"{server.url}/compare?runs={a['id']},{b['id']}")
+    assert not page.errors
+
+
+def test_new_run_form_paste_and_inline_server_error(page, server):
+    page.goto(server.url + "/runs/new")
+    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
+    batch = page.locator('[data-key="data.train_batch_size"]')
+    expect(batch).to_have_value("32")
+    page.locator("#paste-command").fill(
+        "PYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\\n data.train_batch_size=16 \\\n"
+        " actor_rollout_ref.actor.optim.lr=3e-4 trainer.logger=['console'] 2>&1 | tee log.txt")
+    page.get_by_role("button", name="Fill the form").click()
+    expect(page.get_by_role("status")).to_contain_text("3 values filled")
+    expect(batch).to_have_value("16")
+    expect(page.locator('[data-key="actor_rollout_ref.actor.optim.lr"]')).to_have_value("0.0003")
+    # a client-side type error is shown at the field before anything is sent
+    batch.fill("abc")
+    expect(page.locator('[data-field="data.train_batch_size"] .field-error')).to_contain_text("integer")
+    # the server refuses a config that type-checks: its 422 lands at the field it names
+    batch.fill("16")
+    page.locator("#run-name").fill("form-run")
+    page.get_by_role("button", name="Launch run").click()
+    err = page.locator('[data-field="actor_rollout_ref.actor.ppo_mini_batch_size"] .field-error')
+    expect(err).to_contain_text("larger than data.train_batch_size")
+    shot(page, "new-run-422")
+    page.locator('[data-key="actor_rollout_ref.actor.ppo_mini_batch_size"]').fill("16")
+    page.locator('[data-key="actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"]').fill("32")
+    page.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+$"))
+    run_id = int(page.url.rsplit("/", 1)[1])
+    run = server.api.get(f"/api/v1/runs/{run_id}")
+    assert run["name"] == "form-run" and run["preset"] == "demo"
+    assert run["resolved_config"]["data"]["train_batch_size"] == 16
+    assert run["resolved_config"]["actor_rollout_ref"]["actor"]["optim"]["lr"] == 3e-4
+    # fork: the form opens prefilled from the run
+    page.goto(f"{server.url}/runs/new?fork={run_id}")
+    expect(page.locator('[data-key="data.train_batch_size"]')).to_have_value("16")
+    expect(page.locator("#run-name")).to_have_value("form-run-fork")
+    assert not page.errors
+
+
+def test_model_text_is_never_html(page, server):
+    run = server.api.external_run("xss", tags=["ui"])
+    sample = step_samples(1, random.Random(5), prompts=1, n=2)
+    sample[0]["response"] = XSS
+    sample[0]["prompt"] = XSS
+    sample[0]["tokens"] = ["<img src=x onerror=alert(1)>", "<script>alert(1)</script>"]
+    sample[0]["old_log_probs"] = [-0.1, -0.2]
+    sample[1]["response"] = "fine"
+    server.api.samples(run, sample)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=1")
+    card = page.locator(".sample-card").first
+    expect(card.locator(".response .model-text")).to_have_text(XSS)
+    card.locator("details.prompt summary").click()
+    expect(card.locator(".prompt .model-text")).to_have_text(XSS)
+    card.get_by_role("button", name="tokens").click()
+    expect(card.locator(".token").nth(1)).to_have_text("<script>alert(1)</script>")
+    page.get_by_role("button", name="groups").click()
+    page.goto(f"{server.url}/side-by-side?a={run['id']}:1&b={run['id']}:1")
+    expect(page.locator("[data-row]").first).to_contain_text("<script>alert(1)</script>")
+    time.sleep(0.5)
+    shot(page, "xss-literal")
+    assert page.locator(".model-text img, .model-text script").count() == 0
+    assert page.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
+    assert dialogs == []
+    assert not page.errors
