@@ -191,11 +191,16 @@ class Mlflow:
     def stop(self) -> None:
         import signal
 
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(30)
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):  # its own process group (gunicorn workers)
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
         self.log.close()
 
 
@@ -240,6 +245,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     results = {}
+    if not args.json:
+        print(f"M1: {RUNS} runs x {KEYS} keys x {STEPS} steps, {CLIENTS} clients, {STEPS_PER_REQUEST * KEYS} "
+              f"points per request; chart = {CHART_KEYS} keys x {CHART_RUNS} runs, <= {CHART_POINTS} points per series",
+              flush=True)
     with tempfile.TemporaryDirectory(prefix="rlstudio-bench-") as tmp:
         workdir = Path(tmp)
         targets = [("rlstudio", lambda: Rlstudio(workdir))]
@@ -251,22 +260,23 @@ def main(argv: list[str] | None = None) -> None:
                 results[name] = run_workload(target)
             finally:
                 target.stop()
+            if not args.json:
+                report(name, results[name])
     if args.json:
         print(json.dumps(results, indent=2))
-        return
-    print(f"M1: {RUNS} runs x {KEYS} keys x {STEPS} steps, {CLIENTS} clients, {STEPS_PER_REQUEST * KEYS} points "
-          f"per request; chart = {CHART_KEYS} keys x {CHART_RUNS} runs, <= {CHART_POINTS} points per series")
-    for name, r in results.items():
-        line = (f"{name:>9}: ingest {r['ingest_points_per_s']:>10,.0f} points/s  request p50 "
-                f"{r['request_p50_ms']:7.1f} ms  p95 {r['request_p95_ms']:7.1f} ms  chart query "
-                f"{r['chart_query_ms']:8.1f} ms ({r['chart_points']} points)")
-        if "sse_p95_ms" in r:
-            line += f"  ingest->SSE p95 {r['sse_p95_ms']:.0f} ms"
-        print(line)
-    if "mlflow" in results:
+    elif "mlflow" in results:
         ours, theirs = results["rlstudio"], results["mlflow"]
         print(f"    ratio: ingest {ours['ingest_points_per_s'] / theirs['ingest_points_per_s']:.1f}x, chart query "
               f"{theirs['chart_query_ms'] / ours['chart_query_ms']:.1f}x faster")
+
+
+def report(name: str, r: dict) -> None:
+    line = (f"{name:>9}: ingest {r['ingest_points_per_s']:>10,.0f} points/s  request p50 "
+            f"{r['request_p50_ms']:7.1f} ms  p95 {r['request_p95_ms']:7.1f} ms  chart query "
+            f"{r['chart_query_ms']:8.1f} ms ({r['chart_points']} points)")
+    if "sse_p95_ms" in r:
+        line += f"  ingest->SSE p95 {r['sse_p95_ms']:.0f} ms"
+    print(line, flush=True)
 
 
 if __name__ == "__main__":
