@@ -49,7 +49,7 @@ export function ComparePage() {
   const keys = useMetricKeys(ids);
   const wanted = useMemo(() => allChartKeys(keys.data?.data ?? [], COMPARE_CHARTS), [keys.data]);
   const liveIds = runs.filter((r) => ACTIVE.includes(r.status)).map((r) => r.id);
-  const store = useLiveMetrics(ids, wanted, liveIds, 1000);
+  const store = useLiveMetrics(ids, wanted, liveIds, 500); // ~2 points per pixel column of a chart
   const configDiff = useMemo(() => diffConfigs(runs.map((r) => r.resolved_config)), [runs]);
   const runRefs = runs.map((r) => ({ id: r.id, name: r.name || `run ${r.id}` }));
   const summaryKeys = wanted.filter((k) => SUMMARY.some((s) => s.match.test(k)));

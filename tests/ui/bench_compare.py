@@ -1,0 +1,93 @@
+"""Benchmark (issue 4, section 6): seed the database directly with 10 runs x 10 metrics x 100,000 steps, then
+measure in headless Chromium the Compare page's first paint of its 10 charts (goal <= 1.5 s).
+
+    .venv/bin/python tests/ui/bench_compare.py [--runs 10] [--keys 10] [--steps 100000] [--repeat 3]
+
+Needs the built UI (scripts/setup_frontend.sh) and /usr/bin/chromium. Prints the metrics API time and the
+time to 10 painted charts (navigation start -> every chart drawn with its points), best and median."""
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.ui.conftest import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402
+
+KEYS = ["critic/score/mean", "actor/pg_loss", "critic/vf_loss", "actor/reward_kl_penalty", "actor/entropy",
+        "response_length/mean", "actor/grad_norm", "actor/lr", "timing_s/step", "perf/throughput"]
+
+
+def seed(server: Server, data_dir: Path, runs: int, keys: list[str], steps: int) -> list[int]:
+    ids = []
+    for r in range(runs):
+        run = server.api.external_run(f"bench-{r}", overrides=[f"actor_rollout_ref.actor.optim.lr={(r + 1)}e-6"])
+        server.api.status(run, "succeeded")
+        ids.append(run["id"])
+    db = sqlite3.connect(data_dir / "rlstudio.db")
+    db.execute("PRAGMA synchronous=OFF")
+    t0 = time.time()
+    import math
+
+    for run_id in ids:
+        for k, key in enumerate(keys):
+            rows = ((run_id, key, s, math.sin(s / 5000 + k) + 0.001 * (s % 97), 1.7e9 + s * 3.0) for s in range(1, steps + 1))
+            db.executemany("INSERT INTO metric_point (run_id, key, step, value, wall_time) VALUES (?, ?, ?, ?, ?)", rows)
+        db.commit()
+    db.close()
+    print(f"seeded {runs} runs x {len(keys)} keys x {steps:,} steps = {runs * len(keys) * steps:,} points "
+          f"in {time.time() - t0:.1f} s", flush=True)
+    return ids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--keys", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    keys = KEYS[: args.keys]
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        server = Server(data_dir, dispatch=False)
+        try:
+            ids = seed(server, data_dir, args.runs, keys, args.steps)
+            query = "&".join([f"run_id={i}" for i in ids] + [f"key={k}" for k in keys]) + "&max_points=1000"
+            t0 = time.time()
+            server.api.get(f"/api/v1/metrics?{query}")
+            print(f"metrics API (the Compare page's chart query, {len(ids) * len(keys)} series): {time.time() - t0:.2f} s")
+            url = f"{server.url}/compare?runs={','.join(map(str, ids))}"
+            timings = []
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                for i in range(args.repeat + 1):  # the first load warms the HTTP cache (the JS bundle)
+                    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+                    page.goto(url)
+                    page.wait_for_function(
+                        f"""() => {{
+                            const charts = [...document.querySelectorAll('[data-chart]')];
+                            return charts.length >= {len(keys)} && charts.every(c =>
+                                Number(c.dataset.points) > 0 && c.querySelector('.main-svg .scatterlayer .trace'));
+                        }}""", timeout=120_000, polling="raf")
+                    ms = page.evaluate("performance.now()")
+                    if i > 0:
+                        timings.append(ms / 1000)
+                        print(f"  run {i}: 10 charts painted {ms / 1000:.2f} s after navigation start", flush=True)
+                    page.close()
+                browser.close()
+            print(f"Compare page, {len(ids)} runs x {len(keys)} charts x {args.steps:,} steps: "
+                  f"best {min(timings):.2f} s, median {statistics.median(timings):.2f} s (goal <= 1.5 s)")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The newcomer's path end to end: launch the tiny demo run from the New-run form on a server with real Ray
+dispatch (the server starts its own local Ray head), watch its charts appear and grow while it trains, open
+the samples of a step, put two steps side by side, and compare it with a second run (config diff).
+Slow (a real training job on CPU): marked `slow`."""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.ui.conftest import Server, shot
+
+pytestmark = pytest.mark.slow
+
+STEPS = int(os.environ.get("RLSTUDIO_UI_LAUNCH_STEPS", "6"))
+
+
+@pytest.fixture(scope="module")
+def dispatch_server(tmp_path_factory, built_frontend):
+    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}
+    if os.environ.get("RLSTUDIO_UI_JOB_MODULE"):  # e.g. tests.backend.jobs.tiny_trainer for a fast check
+        env["RLSTUDIO_JOB_MODULE"] = os.environ["RLSTUDIO_UI_JOB_MODULE"]
+    srv = Server(tmp_path_factory.mktemp("rlstudio-ui-launch"), dispatch=True, extra_env=env)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        state = srv.api.get("/healthz")["dispatch"]
+        if state.startswith("ray "):
+            break
+        assert not state.startswith("error"), state
+        time.sleep(1)
+    yield srv
+    srv.stop()
+
+
+def points(page, chart="score") -> int:
+    return int(page.locator(f'[data-chart="{chart}"]').get_attribute("data-points") or 0)
+
+
+def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch_server):
+    srv = dispatch_server
+    page.goto(srv.url + "/runs/new")
+    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
+    page.locator("#run-name").fill("demo-from-form")
+    page.locator('[data-key="trainer.total_training_steps"]').fill(str(STEPS))
+    page.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+$"))
+    run_id = int(page.url.rsplit("/", 1)[1])
+    expect(page.locator("h1 [data-status]")).to_have_text(re.compile("queued|starting|running"))
+
+    # charts appear, then grow while it trains (SSE → extendTraces); a failed job fails the test with its error
+    page.wait_for_function("""() => document.querySelector('[data-chart="score"]') ||
+        ['failed', 'lost', 'cancelled'].includes(document.querySelector('h1 [data-status]')?.textContent)""",
+                           timeout=400_000, polling=500)
+    status = page.locator("h1 [data-status]").text_content()
+    if status in ("failed", "lost", "cancelled"):
+        run = srv.api.get(f"/api/v1/runs/{run_id}")
+        shot(page, "launch-failed")
+        pytest.fail(f"the launched run {status}: {run.get('error')}")
+    first = points(page)
+    shot(page, "launch-running")
+    page.wait_for_function(
+        f"() => Number(document.querySelector('[data-chart=\"score\"]').dataset.points) > {first}"
+        " || document.querySelector('h1 [data-status]').textContent === 'succeeded'", timeout=400_000)
+    expect(page.locator("h1 [data-status]")).to_have_text("succeeded", timeout=400_000)
+    assert points(page) > first or first >= STEPS
+    shot(page, "launch-succeeded")
+
+    run = srv.api.get(f"/api/v1/runs/{run_id}")
+    assert run["progress_step"] == STEPS
+    steps = sorted({s["step"] for s in srv.api.get(f"/api/v1/runs/{run_id}/samples/steps")["data"] if s["split"] == "train"})
+    assert len(steps) >= 2, steps
+
+    # the samples of a step
+    page.goto(f"{srv.url}/runs/{run_id}/samples?step={steps[0]}")
+    expect(page.locator(".sample-card").first).to_be_visible()
+    shot(page, "launch-samples")
+
+    # side by side of two steps
+    page.goto(f"{srv.url}/side-by-side?a={run_id}:{steps[0]}&b={run_id}:{steps[-1]}")
+    expect(page.locator("[data-row]").first).to_be_visible()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"[?&]p=1(&|$)"))
+    shot(page, "launch-side-by-side")
+
+    # a second run (recorded through the API with another learning rate), then compare: the config diff
+    other = srv.api.external_run("demo-other-lr", overrides=["actor_rollout_ref.actor.optim.lr=3e-4",
+                                                             f"trainer.total_training_steps={STEPS}"])
+    srv.api.status(other, "succeeded")
+    page.goto(f"{srv.url}/compare?runs={run_id},{other['id']}")
+    expect(page.locator('.diff-table tr[data-key="actor_rollout_ref.actor.optim.lr"]')).to_be_visible()
+    expect(page.locator('[data-chart="score"]')).to_be_visible()
+    shot(page, "launch-compare")
+    assert not page.errors
