@@ -16,7 +16,7 @@ from backend import db
 from backend.api.main import api_router
 from backend.api.routes.health import health_of
 from backend.services.artifacts import safe_path
-from backend.services.events import EventBus
+from backend.services.events import EventBus, prune_forever
 from backend.settings import Settings
 
 log = logging.getLogger("rlstudio")
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.bus.bind(asyncio.get_running_loop())
+        pruner = asyncio.create_task(prune_forever(app.state.engine, settings.events_retention_s))
         dispatcher = None
         if settings.dispatch:
             from backend.services.dispatch import Dispatcher
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            pruner.cancel()
             if dispatcher is not None:
                 await dispatcher.shutdown()
             app.state.engine.dispose()

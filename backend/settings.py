@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     job_workdir: Path | None = None  # the job's working directory (relative data paths); default: cwd
     job_stop_grace_s: float = 3.0
     poll_interval_s: float = 0.5
+    # The live feed keeps events this long: an SSE client may resume from any event younger than that.
+    events_retention_s: float = 7 * 24 * 3600
 
     # Ingest limits (documented in the API; over them -> 413).
     max_metric_points_per_request: int = 10_000

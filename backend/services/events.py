@@ -58,3 +58,19 @@ class EventBus:
     def _wake(self) -> None:
         for event in list(self._waiters):
             event.set()
+
+
+def prune(engine, older_than_s: float) -> int:
+    """Drop feed events older than the retention (the data they announced stays)."""
+    from sqlalchemy import delete
+
+    with Session(engine) as session:
+        result = session.exec(delete(Event).where(Event.time < time.time() - older_than_s))
+        session.commit()
+        return result.rowcount or 0
+
+
+async def prune_forever(engine, older_than_s: float, every_s: float = 600.0) -> None:
+    while True:
+        await asyncio.to_thread(prune, engine, older_than_s)
+        await asyncio.sleep(every_s)

@@ -320,3 +320,22 @@ def test_run_files_refuse_path_traversal(client, settings, tmp_path):
         r = client.get(f"{API}/runs/{run['id']}/files/{path}")
         assert r.status_code in (404, 405), (path, r.status_code)
         assert "secret" not in r.text and "other run" not in r.text and "root:" not in r.text
+
+
+def test_feed_events_are_pruned_after_retention(client, settings):
+    from sqlmodel import Session, select
+
+    from backend.models import Event
+    from backend.services.events import prune
+
+    run = external_run(client)
+    client.post(f"{API}/runs/{run['id']}/metrics", json={"points": [{"key": "k", "step": 1, "value": 1}]},
+                headers=auth(run))
+    engine = client.app.state.engine
+    with Session(engine) as session:
+        assert session.exec(select(Event)).all()
+    assert prune(engine, older_than_s=3600) == 0
+    assert prune(engine, older_than_s=-1) > 0
+    with Session(engine) as session:
+        assert session.exec(select(Event)).all() == []
+    assert client.get(f"{API}/runs/{run['id']}/metrics").json()["count"] == 1  # the data stays
