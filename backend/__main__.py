@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 
@@ -32,7 +31,6 @@ def main(argv: list[str] | None = None) -> None:
         ensure_demo_run(app)
     print(f"rlstudio: http://{settings.host}:{settings.port}  (API docs: /docs, data: {settings.data_dir.resolve()})",
           flush=True)
-    os.environ.setdefault("RLSTUDIO_URL", settings.server_url)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, timeout_graceful_shutdown=5)
 
 

@@ -99,7 +99,10 @@ class Dispatcher:
             log.error("dispatch: %s", self.state)
             return
         self.state = f"ray {self.address}" + (" (local head owned by this server)" if self.head else "")
-        await self._reconcile()
+        try:
+            await self._reconcile()
+        except Exception:  # still dispatch; the next start reconciles again
+            log.exception("reconcile failed")
         self._ready.set()
         while True:
             try:
