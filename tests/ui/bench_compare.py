@@ -60,9 +60,9 @@ def main() -> None:
         server = Server(data_dir, dispatch=False)
         try:
             ids = seed(server, data_dir, args.runs, keys, args.steps)
-            query = "&".join([f"run_id={i}" for i in ids] + [f"key={k}" for k in keys]) + "&max_points=1000"
+            query = "&".join([f"run_id={i}" for i in ids] + [f"key={k}" for k in keys]) 
             t0 = time.time()
-            server.api.get(f"/api/v1/metrics?{query}")
+            server.api.get(f"/api/v1/metrics?{query}&max_points=500", timeout=900)
             print(f"metrics API (the Compare page's chart query, {len(ids) * len(keys)} series): {time.time() - t0:.2f} s")
             url = f"{server.url}/compare?runs={','.join(map(str, ids))}"
             timings = []
@@ -76,7 +76,7 @@ def main() -> None:
                             const charts = [...document.querySelectorAll('[data-chart]')];
                             return charts.length >= {len(keys)} && charts.every(c =>
                                 Number(c.dataset.points) > 0 && c.querySelector('.main-svg .scatterlayer .trace'));
-                        }}""", timeout=120_000, polling="raf")
+                        }}""", timeout=900_000, polling="raf")
                     ms = page.evaluate("performance.now()")
                     if i > 0:
                         timings.append(ms / 1000)

@@ -14,21 +14,21 @@ class Api:
     def __init__(self, base_url: str):
         self.base = base_url.rstrip("/")
 
-    def call(self, method: str, path: str, body=None, token: str | None = None):
+    def call(self, method: str, path: str, body=None, token: str | None = None, timeout: float = 60):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
                 raw = resp.read()
                 return json.loads(raw) if raw else None
         except urllib.error.HTTPError as exc:
             raise AssertionError(f"{method} {path} -> {exc.code}: {exc.read().decode()[:500]}") from None
 
-    def get(self, path: str):
-        return self.call("GET", path)
+    def get(self, path: str, timeout: float = 60):
+        return self.call("GET", path, timeout=timeout)
 
     def external_run(self, name: str, *, preset: str | None = "demo", config: dict | None = None,
                      overrides: list[str] | None = None, experiment: str = "ui-tests", tags=()) -> dict:

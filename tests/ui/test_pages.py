@@ -64,6 +64,10 @@ def test_run_charts_grow_and_click_opens_samples(page, server):
                            timeout=15_000)
     expect(page.locator(".log-tail")).to_contain_text("Step 5")
     shot(page, "run-page")
+    page.emulate_media(color_scheme="dark")  # follows the system scheme
+    time.sleep(0.5)
+    shot(page, "run-page-dark", full_page=False)
+    page.emulate_media(color_scheme="light")
     # a click on a point of step 3 opens that step's samples
     page.evaluate("""() => {
         const gd = document.querySelector('[data-chart="score"] .plot');
