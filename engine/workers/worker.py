@@ -150,8 +150,12 @@ class TrainWorker:
 
     def _build_rollout(self):
         rollout_cfg = self.cfg.actor_rollout_ref.rollout
-        if rollout_cfg.name == "vllm":
-            raise NotImplementedError("actor_rollout_ref.rollout.name=vllm is not available yet; use hf.")
+        if rollout_cfg.name == "vllm":  # ---- vLLM rollout (engine/workers/rollout_vllm.py) ----
+            from engine.workers.rollout_vllm import VLLMRollout
+
+            return VLLMRollout(self.actor_module, self.tokenizer, rollout_cfg, self.cfg.actor_rollout_ref.model,
+                               self.device_type, rank=self.rank, world=self.world, seed=self.cfg.trainer.seed,
+                               num_threads=torch.get_num_threads())
         return HFRollout(self.actor_module, self.tokenizer, rollout_cfg, self.device_type)
 
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------
@@ -184,7 +188,23 @@ class TrainWorker:
         metrics, produced = self.actor.update_policy(self._local(batch))
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
+        self._sync_rollout_weights(metrics)
         return produced.cpu(), metrics
+
+    # ---- rollout weight sync (vLLM): the engine holds its own copy of the weights --------------------
+    def _sync_rollout_weights(self, metrics: dict | None = None) -> None:
+        """Stream the actor's current weights into the rollout engine (collective); no-op for HF."""
+        if not hasattr(self.rollout, "sync_weights"):
+            return
+        start = time.perf_counter()
+        self.rollout.sync_weights()
+        if metrics is not None:
+            metrics["timing_s/sync_weights"] = [time.perf_counter() - start]
+
+    def rollout_engine_state_dict(self) -> dict:
+        """The rollout engine's own weights (tests compare them with the actor's)."""
+        return self.rollout.engine_state_dict()
+    # ---- end rollout weight sync ------------------------------------------------------------------------
 
     def update_critic(self, batch: Batch):
         metrics = self.critic.update_critic(self._local(batch))
@@ -204,6 +224,7 @@ class TrainWorker:
         if self.critic is not None and os.path.isdir(os.path.join(directory, "critic")):
             ckpt.load_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
                            self.critic.scheduler, self.rank, self.world)
+        self._sync_rollout_weights()  # a resumed actor must also be what the rollout engine generates with
 
     def export_hf(self, directory: str) -> None:
         """Write the actor as an ordinary HF model directory (collective; rank 0 writes)."""
@@ -235,5 +256,7 @@ class TrainWorker:
             return {}
 
     def shutdown(self) -> None:
+        if hasattr(getattr(self, "rollout", None), "shutdown"):  # vLLM: stop the engine first
+            self.rollout.shutdown()
         if dist.is_initialized():
             dist.destroy_process_group()
