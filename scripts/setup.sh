@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One virtual environment at .venv/ (reused when present), the project installed into it.
-# On a machine without an NVIDIA GPU the CPU build torch==2.13.0 is installed first, so that no
-# multi-GB CUDA build is ever pulled in by a plain "torch" requirement.
+# One virtual environment at .venv/ (reused when present), the project installed into it, and the web UI
+# built into frontend/dist. On a machine without an NVIDIA GPU the CPU build torch==2.13.0 is installed
+# first, so that no multi-GB CUDA build is ever pulled in by a plain "torch" requirement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -16,3 +16,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
   echo "$want" > "$stamp"
 fi
+bash scripts/setup_frontend.sh

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need, then runs every test (unit, integration, learning, UI).
+# Sets up everything the tests need, then runs every test: the UI's logic tests (Vitest), then the Python
+# suite (unit, engine integration on a real Ray, learning, backend, UI in Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export RLSTUDIO_REQUIRE_UI=1  # here a missing UI build or browser fails the UI tests instead of skipping them
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+npm test -w frontend --silent
 exec .venv/bin/python -m pytest tests "$@"

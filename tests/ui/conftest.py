@@ -61,11 +61,18 @@ class Server:
         self.log.close()
 
 
+def _skip_or_fail(reason: str) -> None:
+    # The README's test command sets RLSTUDIO_REQUIRE_UI=1: there a missing UI or browser is a failure.
+    if os.environ.get("RLSTUDIO_REQUIRE_UI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def built_frontend() -> Path:
     dist = REPO / "frontend" / "dist"
     if not (dist / "index.html").is_file():
-        pytest.skip("frontend not built: run scripts/setup_frontend.sh (or npm run build -w frontend)")
+        _skip_or_fail("frontend not built: run scripts/setup_frontend.sh (or npm run build -w frontend)")
     return dist
 
 
@@ -80,7 +87,7 @@ def server(tmp_path_factory, built_frontend) -> Server:
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        _skip_or_fail(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
