@@ -164,20 +164,31 @@ class Mlflow:
         self.http = httpx.Client(base_url=self.url, timeout=120)
         self.runs: list[str] = []
 
+    def _post(self, client: httpx.Client, url: str, body: dict) -> httpx.Response:
+        for attempt in range(5):  # its workers sometimes drop a connection under load
+            try:
+                response = client.post(url, json=body)
+                response.raise_for_status()
+                return response
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def create_runs(self, n: int) -> None:
-        experiment = self.http.post("/api/2.0/mlflow/experiments/create", json={"name": "bench"}).json()
+        experiment = self._post(self.http, "/api/2.0/mlflow/experiments/create", {"name": "bench"}).json()
         for i in range(n):
-            r = self.http.post("/api/2.0/mlflow/runs/create", json={"experiment_id": experiment["experiment_id"],
-                                                                    "run_name": f"bench-{i}"}).json()
+            r = self._post(self.http, "/api/2.0/mlflow/runs/create", {"experiment_id": experiment["experiment_id"],
+                                                                      "run_name": f"bench-{i}"}).json()
             self.runs.append(r["run"]["info"]["run_id"])
 
     def ingest(self, client: httpx.Client, run_index: int, steps: range) -> None:
         now = int(time.time() * 1000)
         metrics = [{"key": k, "value": value(run_index, ki, s), "timestamp": now, "step": s}
                    for s in steps for ki, k in enumerate(key_names())]
-        r = client.post(f"{self.url}/api/2.0/mlflow/runs/log-batch",
-                        json={"run_id": self.runs[run_index], "metrics": metrics})
-        r.raise_for_status()
+        self._post(client, f"{self.url}/api/2.0/mlflow/runs/log-batch",
+                   {"run_id": self.runs[run_index], "metrics": metrics})
 
     def chart(self) -> int:
         total = 0
