@@ -153,7 +153,7 @@ class VLLMRollout:
         self.eos = eos_ids(actor_module, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos[0]
         self.sleep_enabled = bool(rollout_cfg.free_cache_engine) and device == "cuda"
-        self.asleep = False
+        self.asleep: set[str] = set()  # parts of the engine now asleep (GPU sleep mode)
         if device == "cpu":
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             # vLLM drops torch to one thread "for serving" unless OMP_NUM_THREADS is set; keep the worker's share
@@ -204,20 +204,22 @@ class VLLMRollout:
     def _sleep(self) -> None:
         if self.sleep_enabled and not self.asleep:
             self.llm.sleep(level=1)  # KV cache discarded, weights offloaded to CPU
-            self.asleep = True
+            self.asleep = {"weights", "kv_cache"}
 
     def _wake(self, tags: list[str] | None = None) -> None:
+        """Wake the named parts (default: all that still sleep); each part is woken once."""
         if self.sleep_enabled and self.asleep:
-            self.llm.wake_up(tags=tags)
-            self.asleep = tags is not None and "kv_cache" not in tags
+            wake = [t for t in (tags or sorted(self.asleep)) if t in self.asleep]
+            if wake:
+                self.llm.wake_up(tags=wake)
+                self.asleep -= set(wake)
 
     # ---- weight sync ----------------------------------------------------------------------------------
     @torch.no_grad()
     def sync_weights(self) -> int:
         """Load the actor's current weights into the running engine (collective over the workers).
         Returns the number of tensors streamed."""
-        if self.sleep_enabled and self.asleep:
-            self.llm.wake_up(tags=["weights"])  # the KV cache stays freed until the next generation
+        self._wake(["weights"])  # the KV cache stays freed until the next generation
         dtype = self._engine_dtype()
         count = 0
 
