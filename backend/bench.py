@@ -86,9 +86,9 @@ class Rlstudio:
     def ingest(self, client: httpx.Client, run_index: int, steps: range) -> None:
         run_id, token = self.runs[run_index]
         now = time.time()
-        points = [{"key": k, "step": s, "value": value(run_index, ki, s), "wall_time": now}
-                  for s in steps for ki, k in enumerate(key_names())]
-        r = client.post(f"{self.url}/api/v1/runs/{run_id}/metrics", json={"points": points},
+        series = [{"key": k, "steps": list(steps), "values": [value(run_index, ki, s) for s in steps],
+                   "wall_times": [now] * len(steps)} for ki, k in enumerate(key_names())]
+        r = client.post(f"{self.url}/api/v1/runs/{run_id}/metrics", json={"series": series},
                         headers={"Authorization": f"Bearer {token}"})
         r.raise_for_status()
 

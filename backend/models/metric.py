@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from pydantic import BaseModel, model_validator
 from pydantic import Field as PField
 from sqlalchemy import Column, Float, ForeignKey, Integer, String
 from sqlmodel import Field, SQLModel
@@ -26,8 +28,38 @@ class MetricPointIn(BaseModel):
     wall_time: float | None = PField(default=None, allow_inf_nan=False)  # epoch seconds; default: ingest time
 
 
+class MetricSeriesIn(BaseModel):
+    """Columnar form: one key, many steps (cheaper to send and to validate than one object per point)."""
+
+    key: str = PField(min_length=1, max_length=300)
+    steps: list[Annotated[int, PField(ge=0, le=2**62)]]
+    values: list[float | None]
+    wall_times: list[Annotated[float, PField(allow_inf_nan=False)]] | None = None
+
+    @model_validator(mode="after")
+    def _same_lengths(self):
+        if len(self.values) != len(self.steps) or (self.wall_times is not None
+                                                    and len(self.wall_times) != len(self.steps)):
+            raise ValueError("steps, values and wall_times must have the same length")
+        return self
+
+
 class MetricsIngest(BaseModel):
-    points: list[MetricPointIn]
+    """`points` (one object per point) and/or `series` (columnar); both count toward the per-request max."""
+
+    points: list[MetricPointIn] = []
+    series: list[MetricSeriesIn] = []
+
+    def size(self) -> int:
+        return len(self.points) + sum(len(s.steps) for s in self.series)
+
+    def rows(self, default_time: float):
+        """(key, step, value, wall_time) for every point, in order."""
+        for p in self.points:
+            yield p.key, p.step, p.value, default_time if p.wall_time is None else p.wall_time
+        for s in self.series:
+            times = s.wall_times or [default_time] * len(s.steps)
+            yield from zip([s.key] * len(s.steps), s.steps, s.values, times)
 
 
 class IngestResult(SQLModel):

@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from backend.models import LatestMetric, MetricPoint, MetricPointIn, MetricSeries, Run
+from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsIngest, Run
 from backend.models.common import finite_or_text
 from backend.services.events import add_event, run_channel
 from backend.services.runs import announce, update_progress
@@ -27,15 +27,13 @@ def _upsert_sql(session: Session) -> str:
             'ON CONFLICT (run_id, "key", step) DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time')
 
 
-def ingest(session: Session, run: Run, points: list[MetricPointIn]) -> int:
-    now = time.time()
+def ingest(session: Session, run: Run, body: MetricsIngest) -> int:
     rows: dict[tuple[str, int], tuple] = {}
     run_id = run.id
-    for p in points:  # last write wins inside a batch, as across batches
-        value = p.value
+    for key, step, value, wall_time in body.rows(time.time()):  # last write wins, as across batches
         if value is not None and math.isnan(value):  # NaN is stored as NULL
             value = None
-        rows[(p.key, p.step)] = (run_id, p.key, p.step, value, now if p.wall_time is None else p.wall_time)
+        rows[(key, step)] = (run_id, key, step, value, wall_time)
     if not rows:
         return 0
     from backend.services.upsert import write_lock
@@ -77,15 +75,72 @@ def downsample_indices(values: np.ndarray, max_points: int) -> np.ndarray:
 
 def series(session: Session, run_ids: list[int], key_list: list[str], step_min: int | None,
            step_max: int | None, max_points: int | None) -> list[MetricSeries]:
-    """One query for every (run, key) pair, split and downsampled with numpy."""
     if not run_ids or not key_list:
         return []
-    stmt = (select(MetricPoint.run_id, MetricPoint.key, MetricPoint.step, MetricPoint.value, MetricPoint.wall_time)
-            .where(MetricPoint.run_id.in_(run_ids), MetricPoint.key.in_(key_list)))
+    if max_points and session.get_bind().dialect.name == "sqlite":
+        return _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points)
+    return _series_numpy(session, run_ids, key_list, step_min, step_max, max_points)
+
+
+def _step_range(stmt, step_min, step_max):
     if step_min is not None:
         stmt = stmt.where(MetricPoint.step >= step_min)
     if step_max is not None:
         stmt = stmt.where(MetricPoint.step <= step_max)
+    return stmt
+
+
+def _make_series(run_id, key, rows, total) -> MetricSeries:
+    return MetricSeries.model_construct(run_id=run_id, key=key, steps=[r[0] for r in rows],
+                                        values=[finite_or_text(r[1]) for r in rows], wall_times=[r[2] for r in rows],
+                                        total_points=total, downsampled=len(rows) < total)
+
+
+def _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points) -> list[MetricSeries]:
+    """Downsampling inside SQLite: per series, buckets of equal step range, each bucket's min row and max row
+    (SQLite returns the other columns of the row holding a lone MIN()/MAX()), plus one row per bucket
+    holding a NaN (stored NULL) so a NaN stays visible. Only the kept rows reach Python."""
+    conn = session.connection()
+    ext = session.execute(_step_range(
+        select(MetricPoint.run_id, MetricPoint.key, func.min(MetricPoint.step), func.max(MetricPoint.step),
+               func.count()).where(MetricPoint.run_id.in_(run_ids), MetricPoint.key.in_(key_list)),
+        step_min, step_max).group_by(MetricPoint.run_id, MetricPoint.key)).all()
+    extents = {(r[0], r[1]): (r[2], r[3], r[4]) for r in ext}
+    where = 'run_id = ? AND "key" = ? AND step >= ? AND step <= ?'
+    out = []
+    for run_id in dict.fromkeys(run_ids):
+        for key in dict.fromkeys(key_list):
+            if (run_id, key) not in extents:
+                continue
+            lo, hi, total = extents[(run_id, key)]
+            args = (run_id, key, lo, hi)
+            if total <= max_points:
+                rows = conn.exec_driver_sql(f"SELECT step, value, wall_time FROM metric_point WHERE {where} "
+                                            "ORDER BY step", args).all()
+                out.append(_make_series(run_id, key, rows, total))
+                continue
+            nans = conn.exec_driver_sql(
+                f"SELECT MIN(step), NULL, MIN(wall_time) FROM metric_point WHERE {where} AND value IS NULL "
+                f"GROUP BY (step - ?) * ? / ?", (*args, lo, max_points // 2, hi - lo + 1)).all()
+            buckets = max(1, (max_points - len(nans)) // 2)
+            span = hi - lo + 1
+            picked = {}
+            for agg in ("MIN", "MAX"):
+                for step, value, wall in conn.exec_driver_sql(
+                        f"SELECT step, {agg}(value), wall_time FROM metric_point WHERE {where} AND value IS NOT NULL "
+                        f"GROUP BY (step - ?) * ? / ?", (*args, lo, buckets, span)).all():
+                    picked[step] = (step, value, wall)
+            for step, _none, wall in nans:
+                picked[step] = (step, None, wall)
+            out.append(_make_series(run_id, key, [picked[s] for s in sorted(picked)], total))
+    return out
+
+
+def _series_numpy(session, run_ids, key_list, step_min, step_max, max_points) -> list[MetricSeries]:
+    """One query for every (run, key) pair, split and downsampled with numpy (any database)."""
+    stmt = _step_range(select(MetricPoint.run_id, MetricPoint.key, MetricPoint.step, MetricPoint.value,
+                              MetricPoint.wall_time).where(MetricPoint.run_id.in_(run_ids),
+                                                           MetricPoint.key.in_(key_list)), step_min, step_max)
     rows = session.execute(stmt.order_by(MetricPoint.run_id, MetricPoint.key, MetricPoint.step)).all()
     groups: dict[tuple[int, str], list] = {}
     for row in rows:
@@ -97,14 +152,9 @@ def series(session: Session, run_ids: list[int], key_list: list[str], step_min: 
             if not group:
                 continue
             n = len(group)
-            steps = np.fromiter((r[2] for r in group), dtype=np.int64, count=n)
             vals = np.fromiter((np.nan if r[3] is None else r[3] for r in group), dtype=np.float64, count=n)
-            walls = np.fromiter((r[4] for r in group), dtype=np.float64, count=n)
             keep = downsample_indices(vals, max_points) if max_points else np.arange(n)
-            out.append(MetricSeries(
-                run_id=run_id, key=key, steps=steps[keep].tolist(),
-                values=[finite_or_text(v) for v in vals[keep].tolist()], wall_times=walls[keep].tolist(),
-                total_points=n, downsampled=len(keep) < n))
+            out.append(_make_series(run_id, key, [(group[i][2], group[i][3], group[i][4]) for i in keep.tolist()], n))
     return out
 
 

@@ -339,3 +339,44 @@ def test_feed_events_are_pruned_after_retention(client, settings):
     with Session(engine) as session:
         assert session.exec(select(Event)).all() == []
     assert client.get(f"{API}/runs/{run['id']}/metrics").json()["count"] == 1  # the data stays
+
+
+def test_metrics_columnar_series_ingest(client, settings):
+    run = external_run(client)
+    body = {"series": [{"key": "a", "steps": [1, 2, 3], "values": [0.1, "NaN", 0.3]},
+                       {"key": "b", "steps": [1], "values": [5.0], "wall_times": [1700000000.0]}],
+            "points": [{"key": "c", "step": 1, "value": 1.0}]}
+    r = client.post(f"{API}/runs/{run['id']}/metrics", json=body, headers=auth(run))
+    assert r.status_code == 200 and r.json()["accepted"] == 5
+    data = {s["key"]: s for s in client.get(f"{API}/runs/{run['id']}/metrics").json()["data"]}
+    assert data["a"]["values"] == [0.1, "NaN", 0.3] and data["b"]["wall_times"] == [1700000000.0]
+    bad = client.post(f"{API}/runs/{run['id']}/metrics", json={"series": [{"key": "a", "steps": [1, 2],
+                                                                          "values": [1.0]}]}, headers=auth(run))
+    assert bad.status_code == 422 and "same length" in bad.text
+    over = settings.max_metric_points_per_request + 1
+    big = {"series": [{"key": "a", "steps": list(range(over)), "values": [1.0] * over}]}
+    assert client.post(f"{API}/runs/{run['id']}/metrics", json=big, headers=auth(run)).status_code == 413
+
+
+def test_downsampling_keeps_nan_and_matches_numpy_fallback(client):
+    from sqlmodel import Session
+
+    from backend.services import metrics
+
+    run = external_run(client)
+    n = 3000
+    values = [float(s % 17) for s in range(n)]
+    values[2000] = "NaN"
+    values[10], values[2999] = 1e6, -1e6
+    client.post(f"{API}/runs/{run['id']}/metrics", json={"series": [{"key": "x", "steps": list(range(n)),
+                                                                     "values": values}]}, headers=auth(run))
+    got = client.get(f"{API}/metrics", params={"run_id": run["id"], "key": "x", "max_points": 100}).json()["data"][0]
+    assert len(got["steps"]) <= 100 and got["steps"] == sorted(got["steps"]) and got["downsampled"]
+    assert got["values"][got["steps"].index(2000)] == "NaN"
+    assert 1e6 in got["values"] and -1e6 in got["values"]
+    with Session(client.app.state.engine) as session:  # the portable path keeps the same extremes
+        portable = metrics._series_numpy(session, [run["id"]], ["x"], None, None, 100)[0]
+    assert len(portable.steps) <= 100 and {1e6, -1e6, "NaN"} <= set(portable.values)
+    small = client.get(f"{API}/metrics", params={"run_id": run["id"], "key": "x", "step_min": 5, "step_max": 14,
+                                                 "max_points": 100}).json()["data"][0]
+    assert small["steps"] == list(range(5, 15)) and not small["downsampled"]

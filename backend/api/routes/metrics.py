@@ -20,13 +20,15 @@ MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
                                              "(default 10,000) in one request"}})
 def ingest_metrics(request_run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
     """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
+    Send `points` ([{key, step, value, wall_time?}]) and/or the columnar `series`
+    ([{key, steps, values, wall_times?}]).
     At most RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST points (default 10,000) per request, else 413."""
-    if len(body.points) > settings.max_metric_points_per_request:
+    if body.size() > settings.max_metric_points_per_request:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
-                            f"points: {len(body.points)} points in one request; the maximum is "
+                            f"points: {body.size()} points in one request; the maximum is "
                             f"{settings.max_metric_points_per_request}. Split the batch.")
     run = session.merge(request_run)
-    accepted = metrics.ingest(session, run, body.points)
+    accepted = metrics.ingest(session, run, body)
     _notify(session)
     return IngestResult(accepted=accepted)
 
