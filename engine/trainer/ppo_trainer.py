@@ -23,6 +23,7 @@ from engine.config.resolve import world_size
 from engine.protocol import Batch
 from engine.trainer import checkpointing
 from engine.trainer.balance import balance
+from engine.trainer.rollout_mismatch import rollout_mismatch_metrics
 from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
 from engine.trainer.samples import build_samples, group_advantage_stats
 
@@ -140,6 +141,7 @@ class PPOTrainer:
                     merge(m)
 
         metrics.update(reduce_worker_metrics(worker_metrics))
+        metrics.update(rollout_mismatch_metrics(batch))  # vLLM rollout vs actor log-probs ({} for hf)
         metrics.update(data_metrics(batch, self.use_critic, cfg.actor_rollout_ref.rollout.response_length))
         metrics.update(group_advantage_stats(batch))
         metrics.update(timing_metrics(timings, batch))

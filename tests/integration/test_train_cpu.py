@@ -42,11 +42,14 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
     try:
         deadline = time.time() + 400
         while time.time() < deadline and 5 not in train_steps(read_metrics(out)):
-            assert proc.poll() is None, proc.stdout.read()
+            assert proc.poll() is None, f"the first run ended early:\n{proc.stdout.read()[-4000:]}"
             time.sleep(0.5)
         assert 5 in train_steps(read_metrics(out)), "the first run never reached step 5"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the driver and everything it started
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the driver and everything it started
+        except ProcessLookupError:
+            pass
         proc.wait()
     killed_step5 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 5 and s["split"] == "train")
     assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
@@ -90,7 +93,7 @@ def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_
     args = base_args(tiny_model, arith_data, out, **{
         "critic.optim.lr": "1e-5", "critic.ppo_micro_batch_size_per_gpu": 4,
         "algorithm.kl_ctrl.kl_coef": "0.001", "trainer.total_training_steps": 2, "trainer.test_freq": 2,
-        "actor_rollout_ref.rollout.n": 1})
+        "actor_rollout_ref.rollout.n": 1, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4})
     result = run_engine(args, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "roles=actor+rollout+reference+critic" in result.stdout
