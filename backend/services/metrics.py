@@ -19,32 +19,38 @@ STEP_KEY = "training/global_step"
 TOTAL_KEY = "training/total_steps"
 
 
-def _upsert_sql(session: Session) -> str:
-    """Plain SQL for the hot path: the ORM's per-row bookkeeping costs ~10x the database's own work."""
+def _upsert_sql(session: Session, run_id: int) -> str:
+    """Plain SQL for the hot path: the ORM's per-row bookkeeping costs ~10x the database's own work.
+    run_id is an integer primary key from the database, so it is written into the statement."""
     style = session.get_bind().dialect.paramstyle
-    marks = ", ".join(["?"] * 5) if style == "qmark" else ", ".join(["%s"] * 5)
-    return (f'INSERT INTO metric_point (run_id, "key", step, value, wall_time) VALUES ({marks}) '
+    marks = ", ".join(["?"] * 4) if style == "qmark" else ", ".join(["%s"] * 4)
+    return (f'INSERT INTO metric_point (run_id, "key", step, value, wall_time) VALUES ({int(run_id)}, {marks}) '
             'ON CONFLICT (run_id, "key", step) DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time')
+
+
+INF = float("inf")
 
 
 def ingest(session: Session, run: Run, body: MetricsIngest) -> int:
     rows: dict[tuple[str, int], tuple] = {}
-    run_id = run.id
+    special = False  # any NaN / infinity: the live copy then needs JSON-safe spellings
     for key, step, value, wall_time in body.rows(time.time()):  # last write wins, as across batches
-        if value is not None and math.isnan(value):  # NaN is stored as NULL
-            value = None
-        rows[(key, step)] = (run_id, key, step, value, wall_time)
+        if value is None or value != value or value == INF or value == -INF:  # noqa: PLR0124 - NaN test
+            special = True
+            if value is not None and math.isnan(value):
+                value = None  # NaN is stored as NULL
+        rows[(key, step)] = (key, step, value, wall_time)
     if not rows:
         return 0
     from backend.services.upsert import write_lock
 
     values = list(rows.values())
-    live = {"points": [[r[1], r[2], finite_or_text(r[3]), r[4]] for r in values]}
-    steps = [r[3] for r in values if r[1] == STEP_KEY and r[3] is not None]
-    totals = [r[3] for r in values if r[1] == TOTAL_KEY and r[3] is not None]
+    live = {"points": [(r[0], r[1], finite_or_text(r[2]), r[3]) for r in values] if special else values}
+    steps = [r[2] for r in values if r[0] == STEP_KEY and r[2] is not None]
+    totals = [r[2] for r in values if r[0] == TOTAL_KEY and r[2] is not None]
     with write_lock(session):
-        session.connection().exec_driver_sql(_upsert_sql(session), values)
-        add_event(session, run_channel(run_id), "metrics", live)
+        session.connection().exec_driver_sql(_upsert_sql(session, run.id), values)
+        add_event(session, run_channel(run.id), "metrics", live)
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
