@@ -83,6 +83,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
             actor.ppo_micro_batch_size_per_gpu = max(1, actor.ppo_micro_batch_size // world)
         else:
             actor.ppo_micro_batch_size_per_gpu = _largest_divisor_at_most(per_worker_mini, 16)
+    # a micro-batch larger than the mini-batch means "the whole mini-batch at once"
+    actor.ppo_micro_batch_size_per_gpu = min(actor.ppo_micro_batch_size_per_gpu, per_worker_mini)
     if not actor.use_dynamic_bsz and per_worker_mini % actor.ppo_micro_batch_size_per_gpu:
         raise ConfigError(
             f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({actor.ppo_micro_batch_size_per_gpu}) must "
@@ -97,6 +99,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         critic.ppo_micro_batch_size_per_gpu = (
             max(1, critic.ppo_micro_batch_size // world) if critic.ppo_micro_batch_size
             else _largest_divisor_at_most(critic_per_worker, actor.ppo_micro_batch_size_per_gpu))
+    critic.ppo_micro_batch_size_per_gpu = min(critic.ppo_micro_batch_size_per_gpu, critic_per_worker)
     if critic.enable and not critic.use_dynamic_bsz and critic_per_worker % critic.ppo_micro_batch_size_per_gpu:
         raise ConfigError(f"critic.ppo_micro_batch_size_per_gpu ({critic.ppo_micro_batch_size_per_gpu}) must divide "
                           f"the per-worker critic mini-batch ({critic_per_worker}).")
