@@ -208,7 +208,8 @@ USER_ERRORS = (ConfigError, UserError, FileNotFoundError)
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    names = {"DataError", "RewardFunctionError", "ResourceError", "RewardComputeError", "NotImplementedError"}
+    names = {"DataError", "RewardFunctionError", "ResourceError", "RewardComputeError", "NotImplementedError",
+             "RolloutSetupError"}
     return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
 
 
@@ -222,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Interrupted.", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001
+        cause = getattr(exc, "cause", None)  # an error raised inside a worker arrives wrapped by Ray
+        if isinstance(cause, BaseException) and _is_user_error(cause):
+            exc = cause
         if _is_user_error(exc):
             print(f"Error: {exc}", file=sys.stderr)
             return 2
