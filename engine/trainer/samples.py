@@ -14,7 +14,7 @@ import torch
 from engine.protocol import Batch
 
 TOKEN_ARRAYS = {"old_log_probs": "old_log_probs", "ref_log_prob": "ref_log_probs", "advantages": "advantages",
-                "values": "values", "entropys": "entropies"}
+                "values": "values", "entropys": "entropies", "rollout_log_probs": "rollout_log_probs"}
 
 
 def _json_safe(value: Any) -> Any:
