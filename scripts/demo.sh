@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Sets up, then trains the built-in demo (tiny model, synthetic arithmetic) and shows reward rising.
+# Sets up, then starts the dashboard (http://127.0.0.1:8000 by default) with the built-in demo run training:
+# the tiny model learning arithmetic by GRPO on a local Ray that the server starts and owns.
+# Extra arguments go to the server (e.g. --port 8080, --data-dir DIR).
+# Console only, without the server: .venv/bin/python -m engine.main_ppo --config-name demo
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-exec .venv/bin/python -m engine.main_ppo --config-name demo "$@"
+exec .venv/bin/python -m backend --demo "$@"

@@ -7,10 +7,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from engine.config import ConfigError, build_config, flatten, parse_overrides
-from engine.config.loader import CONFIG_DIR, check_keys
+from engine.config import ConfigError, build_config, flatten, merge_trees, parse_overrides, set_dotted
+from engine.config.loader import CONFIG_DIR, check_keys, load_named_config
 from engine.config.overrides import Override
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -46,29 +45,11 @@ def load_preset(name: str) -> dict[str, Any]:
     """A preset's tree. Only names listed in the presets folder are read (no paths)."""
     if not PRESET_NAME.match(name) or name not in preset_names():
         raise RunConfigError(f"Unknown preset '{name}'. Available: {', '.join(preset_names()) or 'none'}.", "preset")
-    tree = yaml.safe_load((presets_dir() / f"{name}.yaml").read_text()) or {}
-    tree.pop("defaults", None)
-    return tree
+    return load_named_config(name, str(presets_dir()))
 
 
-def _set(tree: dict, dotted: str, value: Any) -> None:
-    node = tree
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            node[part] = {}
-        node = node[part]
-    node[parts[-1]] = value
-
-
-def merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+# one implementation of config-tree editing: the engine's
+merge = merge_trees
 
 
 def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -> tuple[dict, dict]:
@@ -79,7 +60,7 @@ def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -
         parsed = parse_overrides(overrides)
         tree = dict(config)
         for o in parsed:
-            _set(tree, o.key, o.value)
+            set_dotted(tree, o.key, o.value)
         resolved = build_config(overrides=overrides, config_name=preset, base=config)
     except ConfigError as exc:
         message = str(exc)
@@ -133,5 +114,5 @@ def job_entrypoint(python: str, workdir: str, preset: str | None, tree: dict[str
 def _nest(flat: dict[str, Any]) -> dict:
     tree: dict = {}
     for key, value in flat.items():
-        _set(tree, key, value)
+        set_dotted(tree, key, value)
     return tree

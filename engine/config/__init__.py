@@ -1,5 +1,5 @@
 """Run configuration: one typed schema (schema.py) used by the CLI, the API and the UI form."""
-from engine.config.loader import all_keys, build_config, flatten, validate_tree
+from engine.config.loader import all_keys, build_config, flatten, merge_trees, set_dotted, validate_tree
 from engine.config.overrides import ConfigError, parse_overrides
 from engine.config.resolve import world_size
 from engine.config.schema import PPOConfig
@@ -13,4 +13,4 @@ def json_schema() -> dict:
 
 
 __all__ = ["PPOConfig", "ConfigError", "build_config", "validate_tree", "json_schema", "parse_overrides",
-           "all_keys", "flatten", "world_size"]
+           "all_keys", "flatten", "world_size", "merge_trees", "set_dotted"]

@@ -80,7 +80,8 @@ def suggest(key: str, n: int = 3) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ tree utilities
-def _set(tree: dict, key: str, value: Any) -> None:
+def set_dotted(tree: dict, key: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating sections as needed."""
     node = tree
     parts = key.split(".")
     for part in parts[:-1]:
@@ -92,11 +93,12 @@ def _set(tree: dict, key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _merge(base: dict, extra: dict) -> dict:
+def merge_trees(base: dict, extra: dict) -> dict:
+    """Deep merge of two config trees; `extra` wins."""
     out = dict(base)
     for k, v in extra.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = merge_trees(out[k], v)
         else:
             out[k] = v
     return out
@@ -182,13 +184,13 @@ def build_config(overrides: list[str] | None = None, config_name: str | None = N
     if config_name:
         file_tree = load_named_config(config_name, config_path)
         check_keys([Override(k, v, add=False) for k, v in flatten(file_tree).items()])
-        tree = _merge(tree, file_tree)
+        tree = merge_trees(tree, file_tree)
     if base:
-        tree = _merge(tree, base)
+        tree = merge_trees(tree, base)
     parsed = parse_overrides(overrides or [])
     check_keys(parsed)
     for o in parsed:
-        _set(tree, o.key, o.value)
+        set_dotted(tree, o.key, o.value)
     return validate_tree(tree)
 
 
