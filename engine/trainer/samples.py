@@ -29,6 +29,21 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def token_strings(tokenizer, ids: list[int]) -> list[str]:
+    """Each token as readable text (byte-level pieces like 'Ġthe' become ' the'). An id the tokenizer does
+    not know — models pad their vocabulary beyond the tokenizer's — shows as '<id:N>', never as null."""
+    out = []
+    for token_id, piece in zip(ids, tokenizer.convert_ids_to_tokens(ids)):
+        if piece is None:
+            out.append(f"<id:{token_id}>")
+            continue
+        try:
+            out.append(tokenizer.convert_tokens_to_string([piece]))
+        except Exception:  # noqa: BLE001 - a piece the decoder cannot render alone
+            out.append(piece)
+    return out
+
+
 def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts: list[str],
                   extra: dict[str, list] | None = None, token_level: bool = True) -> list[dict[str, Any]]:
     mask = batch["response_mask"].bool()
@@ -54,8 +69,7 @@ def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts
             "response_length": n,
         }
         if token_level:
-            ids = responses[i, :n].tolist()
-            record["tokens"] = tokenizer.convert_ids_to_tokens(ids)
+            record["tokens"] = token_strings(tokenizer, responses[i, :n].tolist())
             for name, tensor in arrays.items():
                 record[name] = [round(float(x), 5) for x in tensor[i, :n].tolist()]
         for k, values in (extra or {}).items():
