@@ -156,7 +156,9 @@ def start_ray(cfg: PPOConfig) -> bool:
     if address:
         ray.init(address=address, **kwargs)
         return False
-    ray.init(num_cpus=cfg.ray_init.num_cpus, include_dashboard=False, **kwargs)
+    # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
+    # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
+    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, include_dashboard=False, **kwargs)
     return True
 
 
