@@ -7,4 +7,4 @@ export RLSTUDIO_REQUIRE_UI=1  # here a missing UI build or browser fails the UI 
 bash scripts/setup.sh
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 npm test -w frontend --silent
-exec .venv/bin/python -m pytest tests "$@"
+exec .venv/bin/python -m pytest "${@:-tests}"  # arguments: run only those tests
