@@ -78,8 +78,12 @@ def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch
     expect(page.locator(".sample-card").first).to_be_visible()
     shot(page, "launch-samples")
 
-    # side by side of two steps
-    page.goto(f"{srv.url}/side-by-side?a={run_id}:{steps[0]}&b={run_id}:{steps[-1]}")
+    # side by side of two steps that answered the same prompts: the validation before training (step 0) and
+    # the one after the last step (training steps draw different prompts from the 5,000)
+    val_steps = sorted({s["step"] for s in srv.api.get(f"/api/v1/runs/{run_id}/samples/steps")["data"]
+                        if s["split"] == "val"})
+    assert val_steps[0] == 0 and val_steps[-1] == STEPS, val_steps
+    page.goto(f"{srv.url}/side-by-side?a={run_id}:{val_steps[0]}&b={run_id}:{val_steps[-1]}")
     expect(page.locator("[data-row]").first).to_be_visible()
     page.keyboard.press("ArrowRight")
     expect(page).to_have_url(re.compile(r"[?&]p=1(&|$)"))
