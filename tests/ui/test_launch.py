@@ -83,7 +83,7 @@ def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch
     val_steps = sorted({s["step"] for s in srv.api.get(f"/api/v1/runs/{run_id}/samples/steps")["data"]
                         if s["split"] == "val"})
     assert val_steps[0] == 0 and val_steps[-1] == STEPS, val_steps
-    page.goto(f"{srv.url}/side-by-side?a={run_id}:{val_steps[0]}&b={run_id}:{val_steps[-1]}")
+    page.goto(f"{srv.url}/side-by-side?a={run_id}:{val_steps[0]}&b={run_id}:{val_steps[-1]}&split=val")
     expect(page.locator("[data-row]").first).to_be_visible()
     page.keyboard.press("ArrowRight")
     expect(page).to_have_url(re.compile(r"[?&]p=1(&|$)"))
