@@ -1,0 +1,109 @@
+"""python -m engine.bench --workload w1 [--algo grpo|ppo] [--vs-trl] [--anchors] [--steps 3] [key=value ...]
+
+Runs the workload's train step through the real engine (the config, Ray worker group, TrainWorker and
+PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
+workload's), then optionally TRL's GRPOTrainer and the plain-transformers anchors on the identical workload
+in the same invocation. stdout gets one JSON line per result (per engine phase, memory, TRL, ratio);
+progress goes to stderr. `--out FILE` also appends the result lines to FILE.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.bench.workloads import WORKLOADS
+
+    p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--workload", default="w1", choices=sorted(WORKLOADS))
+    p.add_argument("--tiny", action="store_true", help="shorthand for --workload tiny (CPU tests)")
+    p.add_argument("--algo", default="grpo", choices=["grpo", "ppo"], help="ppo: GAE with a critic")
+    p.add_argument("--vs-trl", action="store_true", help="also run TRL's GRPOTrainer and print the ratio")
+    p.add_argument("--trl-only", action="store_true", help="run TRL alone (no engine run)")
+    p.add_argument("--anchors", action="store_true", help="also time plain generate and plain fwd+bwd")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    p.add_argument("--steps", type=int, default=3, help="timed steps; figures are medians (default 3)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--label", default="", help="a name for this configuration in the output lines")
+    p.add_argument("--out", default=None, help="also append the JSON result lines to this file")
+    p.add_argument("overrides", nargs="*", help="engine overrides key=value (as for engine.main_ppo)")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    import torch
+
+    w = WORKLOADS["tiny" if args.tiny else args.workload]
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    base = {"workload": w.name, "algo": args.algo, "device": device}
+    if args.label:
+        base["label"] = args.label
+
+    def emit(record: dict) -> None:
+        line = json.dumps({**base, **record})
+        print(line, flush=True)
+        if args.out:
+            with open(args.out, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+
+    def log(record: dict) -> None:
+        print(json.dumps({"t": round(time.time(), 1), **record}, default=str), file=sys.stderr, flush=True)
+
+    engine_step = None
+    if not args.trl_only:
+        from engine.bench.engine_run import run_engine
+
+        res = run_engine(w, args.algo, args.warmup, args.steps, device, args.overrides, log)
+        phases = res["phases"]
+        if "old_log_prob" not in phases:
+            emit({"impl": "rlstudio", "phase": "old_log_prob", "timing_s": 0.0, "tokens_per_s": None,
+                  "note": "skipped: one epoch over one mini-batch is on-policy; the actor update computes "
+                          "the old log-probs in its own forward"})
+        for name, phase in phases.items():
+            emit({"impl": "rlstudio", **phase})
+        mem = res["memory"]
+        emit({"impl": "rlstudio", "phase": "memory",
+              "peak_allocated_gb": round(mem.get("perf/max_memory_allocated_gb", 0.0), 2) or None,
+              "peak_reserved_gb": round(mem.get("perf/max_memory_reserved_gb", 0.0), 2) or None,
+              "cpu_max_rss_gb": round(mem["perf/cpu_max_rss_gb"], 2) if "perf/cpu_max_rss_gb" in mem else None})
+        emit({"impl": "rlstudio", "phase": "check", "n_params": res["n_params"], "device_name": res["device"],
+              "rollout_log_probs_absdiff": res["rollout_log_probs_absdiff_mean"],
+              "rollout_probs_diff_mean": res["rollout_probs_diff_mean"],
+              "response_length_mean": res["response_length_mean"], "actor_kl_loss": res["actor_kl_loss"],
+              "overrides": args.overrides})
+        engine_step = phases["step"]["timing_s"]
+
+    if args.vs_trl or args.trl_only:
+        if args.algo != "grpo":
+            print("--vs-trl compares GRPO only", file=sys.stderr)
+            return 2
+        from engine.bench.trl_run import run_trl
+
+        trl = run_trl(w, args.warmup, args.steps, device, log)
+        emit({"impl": "trl", "phase": "step", "timing_s": round(trl["step_s"], 4),
+              "tokens_per_s": round(trl["tokens_per_s_step"], 1), "runs": trl["runs"],
+              "gradient_checkpointing": trl["gradient_checkpointing"],
+              "peak_allocated_gb": round(trl["peak_memory_gb"], 2) if "peak_memory_gb" in trl else None})
+        emit({"impl": "trl", "phase": "gen", "timing_s": round(trl["gen_s"], 4) if trl["gen_s"] else None,
+              "tokens_per_s": round(trl["gen_tokens_per_s"], 1) if trl["gen_tokens_per_s"] else None})
+        if engine_step:
+            emit({"phase": "ratio", "rlstudio_step_s": engine_step, "trl_step_s": round(trl["step_s"], 4),
+                  "rlstudio_over_trl": round(engine_step / trl["step_s"], 4),
+                  "speedup_vs_trl": round(trl["step_s"] / engine_step, 3)})
+
+    if args.anchors:
+        from engine.bench.anchors import run_anchors
+
+        a = run_anchors(w, device, log)
+        emit({"impl": "plain", "phase": "gen", "timing_s": round(a["generate_s"], 4),
+              "tokens_per_s": round(a["generate_tokens_per_s"], 1)})
+        emit({"impl": "plain", "phase": "train", "timing_s": round(a["train_s"], 4),
+              "tokens_per_s": round(a["train_tokens_per_s"], 1), "mfu": round(a.get("train_mfu", 0), 4) or None})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

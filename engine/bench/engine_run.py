@@ -1,0 +1,154 @@
+"""A workload through the real engine: the config a training run would build, the same Ray worker group of
+`TrainWorker`s, and `PPOTrainer.train_step` — timed per phase by the trainer's own timers."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from engine.bench.workloads import Workload, bench_score, model_dir, prompt_token_ids
+
+ASCII_IDS = 94  # ids 0..93 of the byte tokenizer are the printable ASCII characters '!'..'~'
+
+
+def engine_overrides(w: Workload, model: str, algo: str, steps: int, device: str) -> list[str]:
+    """The command-line overrides of a training run on workload `w` (what `engine.main_ppo` would get)."""
+    seqs = w.sequences
+    o = {
+        "data.train_files": "unused.parquet",  # the bench feeds prompts itself
+        "data.train_batch_size": w.prompts,
+        "data.max_prompt_length": w.prompt_len,
+        "data.max_response_length": w.response_len,
+        "actor_rollout_ref.model.path": model,
+        "actor_rollout_ref.actor.optim.lr": w.lr,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": w.prompts,  # one optimizer step per generation batch
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": w.micro,
+        "actor_rollout_ref.actor.ppo_epochs": 1,
+        "actor_rollout_ref.actor.use_kl_loss": True,
+        "actor_rollout_ref.actor.kl_loss_coef": w.kl_coef,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",  # k3, as TRL's beta term
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len),
+        "actor_rollout_ref.rollout.n": w.n,
+        "actor_rollout_ref.rollout.temperature": 1.0,
+        "actor_rollout_ref.rollout.top_p": 1.0,
+        "actor_rollout_ref.rollout.top_k": -1,
+        "actor_rollout_ref.rollout.min_new_tokens": w.response_len,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": w.micro,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len),
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": w.micro,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len),
+        "algorithm.adv_estimator": "grpo" if algo == "grpo" else "gae",
+        "trainer.n_gpus_per_node": 1,
+        "trainer.nnodes": 1,
+        "trainer.device": device,
+        "trainer.logger": "[]",
+        "trainer.total_training_steps": steps,
+        "trainer.save_freq": -1,
+        "trainer.test_freq": -1,
+        "trainer.val_before_train": False,
+        "trainer.balance_batch": False,
+    }
+    if algo == "ppo":
+        o.update({"critic.model.path": model, "critic.ppo_micro_batch_size_per_gpu": w.micro,
+                  "critic.forward_micro_batch_size_per_gpu": w.micro, "critic.optim.lr": 1e-5,
+                  "critic.ppo_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len),
+                  "critic.forward_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len)})
+    assert seqs > 0
+    return [f"{k}={v}" for k, v in o.items()]
+
+
+def make_prompts(w: Workload, pad_id: int, seed: int):
+    from engine.data.dataset import collate
+
+    ids = prompt_token_ids(w, ASCII_IDS, seed)
+    items = [{"input_ids": row.tolist(), "data_source": "bench", "prompt_index": i} for i, row in enumerate(ids)]
+    return collate(items, pad_id)
+
+
+def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, extra: list[str], log) -> dict:
+    """Runs warmup + steps train steps of workload `w`; returns per-phase medians and the raw step metrics."""
+    from transformers import AutoTokenizer
+
+    from engine.config import build_config
+    from engine.main_ppo import start_ray
+    from engine.reward.manager import RewardManager
+    from engine.trainer.ppo_trainer import PPOTrainer
+    from engine.workers.worker import TrainWorker
+    from engine.workers.worker_group import WorkerGroup, plan_resources
+
+    model = model_dir(w)
+    total = warmup + steps
+    cfg = build_config(engine_overrides(w, model, algo, total, device) + list(extra))
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    reward_fn = RewardManager(tokenizer, bench_score)
+    owns_ray = start_ray(cfg)
+    wg = None
+    records: list[dict] = []
+    try:
+        t0 = time.perf_counter()
+        resources = plan_resources(1, device, 1, 1)
+        wg = WorkerGroup(TrainWorker, 1, resources, init_args=(cfg, total, device, resources["num_cpus"]))
+        addr, port = wg.rank0_call("address")
+        uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
+        info = wg.all_call("init", addr, port, uses_ref)[0]
+        log({"event": "engine_ready", "seconds": round(time.perf_counter() - t0, 1), **info})
+        trainer = PPOTrainer(cfg, tokenizer, None, None, reward_fn, reward_fn, wg, _NullLogger(), total,
+                             device_name=info.get("device_name"), n_params=info.get("n_params"))
+        for step in range(total):
+            trainer.global_step = step + 1
+            prompts = make_prompts(w, tokenizer.pad_token_id, seed=step)
+            metrics, _ = trainer.train_step(prompts)
+            metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+            metrics["warmup"] = step < warmup
+            records.append(metrics)
+            log({"event": "step", "step": step + 1, "warmup": step < warmup,
+                 **{k: round(v, 4) for k, v in metrics.items() if k.startswith(("timing_s/", "perf/mfu"))}})
+        memory = wg.all_call("memory_stats")[0]
+    finally:
+        if wg is not None:
+            try:
+                wg.all_call("shutdown")
+            except Exception:  # noqa: BLE001
+                pass
+            wg.shutdown()
+        if owns_ray:
+            import ray
+
+            ray.shutdown()
+    return summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
+
+
+def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_params, device_name) -> dict:
+    from engine.trainer.metrics import mfu
+
+    measured = [r for r in records if not r["warmup"]] or records
+    seqs, total_len = w.sequences, w.prompt_len + w.response_len
+    tokens_all, tokens_resp = seqs * total_len, seqs * w.response_len
+    phases = {}
+    for name in ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "step"):
+        key = f"timing_s/{name}"
+        values = [r[key] for r in measured if key in r]
+        if not values:
+            continue
+        t = statistics.median(values)
+        tokens = tokens_resp if name == "gen" else tokens_all
+        phase = {"phase": name, "timing_s": round(t, 4), "tokens_per_s": round(tokens / t, 1),
+                 "runs": [round(v, 4) for v in values]}
+        if name == "update_actor" and n_params:
+            value = mfu(n_params, tokens_all, t, device_name, 1)
+            phase["mfu"] = round(value, 4) if value is not None else None
+        phases[name] = phase
+    mismatch = [r["training/rollout_probs_diff_mean"] for r in measured if "training/rollout_probs_diff_mean" in r]
+    lp_diff = [r["actor/rollout_log_probs_absdiff"] for r in measured if "actor/rollout_log_probs_absdiff" in r]
+    return {"phases": phases, "memory": memory, "n_params": n_params, "device": device_name,
+            "rollout_probs_diff_mean": statistics.mean(mismatch) if mismatch else None,
+            "rollout_log_probs_absdiff_mean": statistics.mean(lp_diff) if lp_diff else None,
+            "response_length_mean": statistics.mean(r.get("response_length/mean", 0) for r in measured),
+            "actor_kl_loss": statistics.mean(r.get("actor/kl_loss", 0) for r in measured)}
+
+
+class _NullLogger:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
