@@ -106,3 +106,69 @@ def entropy_from_logits(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SI
     """Entropy of softmax(logits) per position: logits [..., V] -> fp32 [...]."""
     flat_logits = logits.reshape(-1, logits.shape[-1])
     return _Entropy.apply(flat_logits, chunk_size).reshape(logits.shape[:-1])
+
+
+class _LogProbEntropy(torch.autograd.Function):
+    """Both outputs from one pass per chunk (one upcast, one logsumexp), temperature folded in (no scaled
+    copy of the logits), and one softmax per chunk in backward for whichever outputs get a gradient."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, inv_temp: float, chunk_size: int,
+                with_entropy: bool):
+        n = logits.shape[0]
+        out = torch.empty(n, dtype=torch.float32, device=logits.device)
+        lse = torch.empty(n, dtype=torch.float32, device=logits.device)
+        entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
+        for start, end in _chunks(n, chunk_size):
+            chunk = logits[start:end].float()
+            if inv_temp != 1.0:
+                chunk = chunk * inv_temp  # not in place: .float() of fp32 logits is the input itself
+            chunk_lse = torch.logsumexp(chunk, dim=-1)
+            lse[start:end] = chunk_lse
+            out[start:end] = chunk.gather(-1, labels[start:end, None]).squeeze(-1) - chunk_lse
+            if with_entropy:
+                probs = torch.exp(chunk - chunk_lse[:, None])
+                entropy[start:end] = chunk_lse - _softmax_times_logits(probs, chunk).sum(-1)
+        ctx.save_for_backward(logits, labels, lse, entropy)
+        ctx.inv_temp, ctx.chunk_size = inv_temp, chunk_size
+        ctx.set_materialize_grads(False)
+        return out, entropy
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_lp, grad_ent):
+        logits, labels, lse, entropy = ctx.saved_tensors
+        if grad_lp is None and grad_ent is None:
+            return None, None, None, None, None
+        grad_logits = torch.empty_like(logits)
+        for start, end in _chunks(logits.shape[0], ctx.chunk_size):
+            chunk = logits[start:end].float()
+            if ctx.inv_temp != 1.0:
+                chunk = chunk * ctx.inv_temp
+            probs = torch.exp(chunk - lse[start:end, None])
+            grad = torch.zeros_like(probs)
+            if grad_ent is not None:  # dH/dl_j = -p_j (l_j - E_p[l]),  E_p[l] = lse - H
+                expected = (lse[start:end] - entropy[start:end])[:, None]
+                grad -= _softmax_times_logits(probs, chunk - expected) * grad_ent[start:end, None].float()
+            if grad_lp is not None:  # d log p_y / d l_j = 1[j == y] - p_j
+                g = grad_lp[start:end, None].float()
+                grad -= probs * g
+                grad.scatter_add_(-1, labels[start:end, None], g)
+            if ctx.inv_temp != 1.0:
+                grad.mul_(ctx.inv_temp)
+            grad_logits[start:end] = grad.to(logits.dtype)
+        return grad_logits, None, None, None, None
+
+
+def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
+                         calc_entropy: bool = True, chunk_size: int = DEFAULT_CHUNK_SIZE):
+    """(log softmax(logits / T)[label], entropy of softmax(logits / T) or None), fp32, in one chunked pass:
+    logits [..., V] (any float dtype, left unscaled), labels [...]."""
+    if logits.shape[:-1] != labels.shape:
+        raise ValueError(f"labels shape {tuple(labels.shape)} does not match logits {tuple(logits.shape)}[:-1]")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    flat_logits = logits.reshape(-1, logits.shape[-1])
+    flat_labels = labels.reshape(-1).to(device=logits.device, dtype=torch.long)
+    lp, ent = _LogProbEntropy.apply(flat_logits, flat_labels, 1.0 / float(temperature), chunk_size, calc_entropy)
+    return lp.reshape(labels.shape), (ent.reshape(labels.shape) if calc_entropy else None)

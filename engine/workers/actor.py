@@ -6,7 +6,7 @@ import torch
 from engine.algos.kl import kl_penalty
 from engine.algos.losses import agg_loss, compute_policy_loss
 from engine.protocol import Batch
-from engine.workers.forward import MODEL_INPUTS, batched_log_probs, response_log_probs
+from engine.workers.forward import MODEL_INPUTS, batched_log_probs, micro_batches, pad_to, response_log_probs, unpermute
 from engine.workers.fsdp import clip_grad_norm
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "advantages")
@@ -19,10 +19,13 @@ class Actor:
         self.temperature = temperature
         self.mini_batch = actor_cfg.ppo_mini_batch_size * rollout_n // world  # sequences per worker per step
         self.micro_batch = actor_cfg.ppo_micro_batch_size_per_gpu
+        # use_dynamic_bsz: micro-batches sized by a token budget instead of a row count
+        self.max_tokens = actor_cfg.ppo_max_token_len_per_gpu if actor_cfg.use_dynamic_bsz else None
 
-    def compute_log_prob(self, batch: Batch, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute_log_prob(self, batch: Batch, micro: int, max_tokens: int | None = None):
         self.module.eval()
-        return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True)
+        return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True,
+                                 max_tokens=max_tokens)
 
     def update_policy(self, batch: Batch) -> tuple[dict[str, list[float]], Batch]:
         """PPO update. Without `old_log_probs` in the batch the update is on-policy (one epoch, one
@@ -46,16 +49,19 @@ class Actor:
         for _ in range(cfg.ppo_epochs):
             if cfg.shuffle and not on_policy:  # one mini-batch: order is irrelevant, keep rows aligned
                 data = data.index(torch.randperm(len(data), generator=generator))
+            width = data["responses"].shape[1]
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                for mb in mini.split(self.micro_batch):
+                mbs, order = micro_batches(mini, self.micro_batch, self.max_tokens)
+                mini_produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
+                for mb in mbs:
                     mask = mb["response_mask"].float()
                     log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
                                                            calc_entropy=cfg.entropy_coeff != 0 or on_policy)
                     old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
                     if on_policy:
-                        produced["old_log_probs"].append(old_log_prob)
-                        produced["entropys"].append(entropy.detach())
+                        mini_produced["old_log_probs"].append(pad_to(old_log_prob, width))
+                        mini_produced["entropys"].append(pad_to(entropy.detach(), width))
                     pg = compute_policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
                                              clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
                                              clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode)
@@ -75,6 +81,9 @@ class Actor:
                     add("actor/pg_clipfrac", pg["pg_clipfrac"].item())
                     add("actor/ppo_kl", pg["ppo_kl"].item())
                     add("actor/pg_clipfrac_lower", pg["pg_clipfrac_lower"].item())
+                if on_policy:
+                    for k, parts in mini_produced.items():
+                        produced[k].append(unpermute(torch.cat(parts), order))
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.optimizer.step()

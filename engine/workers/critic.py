@@ -6,7 +6,7 @@ import torch
 from engine.algos.losses import compute_value_loss
 from engine.algos.utils import masked_mean
 from engine.protocol import Batch
-from engine.workers.forward import MODEL_INPUTS, batched_values, response_values
+from engine.workers.forward import MODEL_INPUTS, batched_values, micro_batches, response_values
 from engine.workers.fsdp import clip_grad_norm
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "values", "returns")
@@ -21,7 +21,8 @@ class Critic:
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
         self.module.eval()
-        return batched_values(self.module, batch, self.cfg.forward_micro_batch_size_per_gpu)
+        max_tokens = self.cfg.forward_max_token_len_per_gpu if self.cfg.use_dynamic_bsz else None
+        return batched_values(self.module, batch, self.cfg.forward_micro_batch_size_per_gpu, max_tokens)
 
     def update_critic(self, batch: Batch) -> dict[str, list[float]]:
         cfg = self.cfg
@@ -35,7 +36,8 @@ class Critic:
         for _ in range(cfg.ppo_epochs):
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                for mb in mini.split(self.micro_batch):
+                max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
+                for mb in micro_batches(mini, self.micro_batch, max_tokens)[0]:  # the loss needs no row order
                     mask = mb["response_mask"].float()
                     vpreds = response_values(self.module, mb)
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
@@ -55,3 +57,4 @@ class Critic:
         add("critic/lr", self.scheduler.get_last_lr()[0])
         self.scheduler.step()
         return metrics
+

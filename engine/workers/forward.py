@@ -8,11 +8,91 @@ response tokens are the R positions before the last one, so the LM head only run
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from engine.algos.logprob import entropy_from_logits, logprobs_from_logits
+from engine.algos.logprob import logprobs_and_entropy
 from engine.protocol import Batch
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids")
+
+
+# ---- micro-batches: padding trimmed, optionally sized by a token budget (use_dynamic_bsz) -------------------
+def token_budget_partition(prompt_lens: list[int], response_lens: list[int], max_tokens: int) -> list[list[int]]:
+    """Groups of row indices whose padded size — rows × (longest prompt + longest response in the group) —
+    stays within `max_tokens` (a row longer than the budget on its own gets a group of its own). Rows are
+    taken longest first, so similar lengths share a group and little padding is computed."""
+    order = sorted(range(len(prompt_lens)), key=lambda i: (-(prompt_lens[i] + response_lens[i]), i))
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    p_max = r_max = 0
+    for i in order:
+        p, r = max(p_max, prompt_lens[i]), max(r_max, response_lens[i])
+        if cur and (len(cur) + 1) * (p + r) > max_tokens:
+            groups.append(cur)
+            cur, p, r = [], prompt_lens[i], response_lens[i]
+        cur.append(i)
+        p_max, r_max = p, r
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def trim_padding(mb: Batch) -> Batch:
+    """Drops the prompt columns that are padding in every row (left) and the response columns that are
+    padding in every row (right). Tensors as wide as the sequence or the response are cut to match."""
+    width, resp = mb["input_ids"].shape[1], mb["responses"].shape[1]
+    prompt = width - resp
+    mask = mb["attention_mask"].bool()
+    p_any = mask[:, :prompt].any(0)
+    p_keep = prompt - int(p_any.nonzero().min()) if bool(p_any.any()) else 1  # keep one column at least
+    r_any = mask[:, prompt:].any(0)
+    r_keep = int(r_any.nonzero().max()) + 1 if bool(r_any.any()) else 1
+    if p_keep == prompt and r_keep == resp:
+        return mb
+    cols = torch.cat([torch.arange(prompt - p_keep, prompt), torch.arange(prompt, prompt + r_keep)])
+    cols = cols.to(mb["input_ids"].device)
+    tensors = {}
+    for k, v in mb.tensors.items():
+        if v.dim() >= 2 and v.shape[1] == width:
+            tensors[k] = v.index_select(1, cols)
+        elif v.dim() >= 2 and v.shape[1] == resp:
+            tensors[k] = v[:, :r_keep]
+        else:
+            tensors[k] = v
+    return Batch(tensors, dict(mb.meta), dict(mb.info))
+
+
+def micro_batches(batch: Batch, micro: int, max_tokens: int | None = None) -> tuple[list[Batch], torch.Tensor | None]:
+    """Micro-batches of `batch` with padding trimmed: `micro` rows each, or with `max_tokens` (dynamic batch
+    size) as many rows as fit in that token budget. Returns (micro-batches, order): `order` is the row
+    permutation used (None when rows stay in order); `unpermute` restores per-row outputs."""
+    if not max_tokens:
+        return [trim_padding(mb) for mb in batch.split(micro)], None
+    mask = batch["attention_mask"]
+    resp = batch["responses"].shape[1]
+    prompt_lens = mask[:, :-resp].sum(-1).tolist()
+    response_lens = mask[:, -resp:].sum(-1).tolist()
+    groups = token_budget_partition(prompt_lens, response_lens, int(max_tokens))
+    order = torch.tensor([i for g in groups for i in g], dtype=torch.long)
+    mbs, start = [], 0
+    for g in groups:
+        idx = order[start:start + len(g)]
+        mbs.append(trim_padding(batch.index(idx)))
+        start += len(g)
+    return mbs, order
+
+
+def pad_to(x: torch.Tensor, width: int, value: float = 0.0) -> torch.Tensor:
+    """Right-pads [n, w] to [n, width] (outputs of a trimmed micro-batch back to the response width)."""
+    return x if x.shape[1] == width else F.pad(x, (0, width - x.shape[1]), value=value)
+
+
+def unpermute(x: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
+    if order is None:
+        return x
+    out = torch.empty_like(x)
+    out[order.to(x.device)] = x
+    return out
 
 
 def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
@@ -26,10 +106,8 @@ def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
 
 
 def response_log_probs(model, mb: Batch, temperature: float, calc_entropy: bool = False):
-    logits = response_logits(model, mb, temperature)
-    log_probs = logprobs_from_logits(logits, mb["responses"])
-    entropy = entropy_from_logits(logits) if calc_entropy else None
-    return log_probs, entropy
+    logits = response_logits(model, mb, 1.0)  # the temperature is applied chunk by chunk, not on a copy
+    return logprobs_and_entropy(logits, mb["responses"], temperature or 1.0, calc_entropy)
 
 
 def response_values(model, mb: Batch) -> torch.Tensor:
@@ -42,17 +120,22 @@ def response_values(model, mb: Batch) -> torch.Tensor:
 
 
 @torch.no_grad()
-def batched_log_probs(model, batch: Batch, micro: int, temperature: float, calc_entropy: bool = False):
+def batched_log_probs(model, batch: Batch, micro: int, temperature: float, calc_entropy: bool = False,
+                      max_tokens: int | None = None):
+    width = batch["responses"].shape[1]
+    mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses",), meta_keys=()), micro, max_tokens)
     lps, ents = [], []
-    for mb in batch.select(MODEL_INPUTS + ("responses",), meta_keys=()).split(micro):
+    for mb in mbs:
         lp, ent = response_log_probs(model, mb, temperature, calc_entropy)
-        lps.append(lp)
+        lps.append(pad_to(lp, width))
         if ent is not None:
-            ents.append(ent)
-    return torch.cat(lps), (torch.cat(ents) if ents else None)
+            ents.append(pad_to(ent, width))
+    return unpermute(torch.cat(lps), order), (unpermute(torch.cat(ents), order) if ents else None)
 
 
 @torch.no_grad()
-def batched_values(model, batch: Batch, micro: int) -> torch.Tensor:
-    return torch.cat([response_values(model, mb)
-                      for mb in batch.select(MODEL_INPUTS + ("responses", "response_mask"), meta_keys=()).split(micro)])
+def batched_values(model, batch: Batch, micro: int, max_tokens: int | None = None) -> torch.Tensor:
+    width = batch["responses"].shape[1]
+    mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses", "response_mask"), meta_keys=()), micro,
+                               max_tokens)
+    return unpermute(torch.cat([pad_to(response_values(model, mb), width) for mb in mbs]), order)

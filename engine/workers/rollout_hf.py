@@ -50,10 +50,29 @@ def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: in
     return Batch(tensors, dict(prompts.meta), dict(prompts.info))
 
 
+def hf_options(rollout_cfg, device: str) -> dict:
+    """`actor_rollout_ref.rollout.engine_kwargs.hf.*` (added with `+key=value`): `decode` = static (static KV
+    cache + CUDA graphs, engine/workers/rollout_static.py; the default on GPU) or generate (transformers'
+    `generate`; the default on CPU); `cuda_graphs` = true/false (static decode only)."""
+    opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
+    decode = str(opts.get("decode", "static" if device == "cuda" else "generate"))
+    if decode not in ("static", "generate"):
+        raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode!r}: use static or generate")
+    graphs = opts.get("cuda_graphs", True)
+    graphs = graphs if isinstance(graphs, bool) else str(graphs).lower() in ("1", "true", "yes")
+    return {"decode": decode, "cuda_graphs": graphs}
+
+
 class HFRollout:
     def __init__(self, module, tokenizer, rollout_cfg, device: str):
         self.module, self.tokenizer, self.cfg, self.device = module, tokenizer, rollout_cfg, device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids(module, tokenizer)[0]
+        self.options = hf_options(rollout_cfg, device)
+        self.static = None
+        if self.options["decode"] == "static":
+            from engine.workers.rollout_static import StaticDecoder
+
+            self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"])
 
     def sampling_kwargs(self, validate: bool) -> dict:
         src = self.cfg.val_kwargs if validate else self.cfg
@@ -75,6 +94,8 @@ class HFRollout:
         if self.cfg.ignore_eos:
             gen_kwargs["eos_token_id"] = None
         self.module.eval()
+        if self.static is not None:
+            return self._generate_static(prompts, validate, response_length, eos)
         with unsharded(self.module):
             out = self.module.generate(input_ids=prompts["input_ids"], attention_mask=prompts["attention_mask"],
                                        **gen_kwargs)
@@ -84,3 +105,16 @@ class HFRollout:
                              dtype=responses.dtype, device=responses.device)
             responses = torch.cat([responses, pad], dim=1)
         return assemble(prompts, responses, [] if self.cfg.ignore_eos else eos, self.pad_id)
+
+    def _generate_static(self, prompts: Batch, validate: bool, response_length: int, eos: list[int]) -> Batch:
+        kw = self.sampling_kwargs(validate)
+        stop = [] if self.cfg.ignore_eos else eos
+        with unsharded(self.module):
+            responses, log_probs = self.static.generate(
+                prompts["input_ids"], prompts["attention_mask"], prompts["position_ids"], response_length,
+                eos=stop, pad_id=self.pad_id, min_new_tokens=min(self.cfg.min_new_tokens or 0, response_length),
+                do_sample=kw["do_sample"], temperature=kw.get("temperature", 1.0), top_k=kw.get("top_k", 0),
+                top_p=kw.get("top_p", 1.0))
+        batch = assemble(prompts, responses, stop, self.pad_id)
+        batch.tensors["rollout_log_probs"] = log_probs * batch["response_mask"]
+        return batch

@@ -29,10 +29,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rollout_log_prob_absdiff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor, batch: Batch) -> dict:
+    """Mean |rollout log-prob − actor log-prob| over response tokens: does the rollout sample from the actor?"""
+    mask = batch["response_mask"].to(log_probs.device).bool()
+    if not mask.any():
+        return {}
+    diff = (rollout_log_probs.to(log_probs.device).float() - log_probs.float()).abs()[mask]
+    return {"actor/rollout_log_probs_absdiff": [float(diff.mean())]}
+
+
 def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
     """Token-weighted entropy parts; the driver sums them over workers into actor/entropy."""
     mask = batch["response_mask"].to(entropy.device).float()
     return {"_entropy_sum": [float((entropy * mask).sum())], "_entropy_count": [float(mask.sum())]}
+
+
+def compile_layers(model) -> None:
+    """`use_torch_compile`: each decoder layer's forward goes through torch.compile (one compiled graph shared
+    by the identical layers); the module call around it, with FSDP2's and checkpointing's hooks, stays eager."""
+    from engine.workers.fsdp import decoder_layers
+
+    for layer in decoder_layers(model):
+        layer.forward = torch.compile(layer.forward)
 
 
 class TrainWorker:
@@ -123,6 +141,8 @@ class TrainWorker:
         if arr.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
+        if arr.actor.use_torch_compile:
+            compile_layers(model)
         self.actor_module = self._shard(model, arr.actor.fsdp_config, compute)
         optimizer = build_optimizer(self.actor_module.parameters(), arr.actor.optim, self.device_type)
         scheduler = build_scheduler(optimizer, arr.actor.optim, self.total_steps)
@@ -134,6 +154,8 @@ class TrainWorker:
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
         model = self._load_lm(arr.model.path, arr.model, dtype=dtype)
         model.requires_grad_(False)
+        if arr.ref.use_torch_compile:
+            compile_layers(model)
         return self._shard(model, arr.ref.fsdp_config, None)
 
     def _build_critic(self) -> Critic:
@@ -168,17 +190,23 @@ class TrainWorker:
         return out.cpu(), {"timing_s/gen_worker": time.perf_counter() - start}
 
     def compute_log_prob(self, batch: Batch):
-        micro = self.cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
-        log_probs, entropy = self.actor.compute_log_prob(self._local(batch), micro)
-        return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), entropy_sums(entropy, batch)
+        rollout = self.cfg.actor_rollout_ref.rollout
+        max_tokens = rollout.log_prob_max_token_len_per_gpu if rollout.log_prob_use_dynamic_bsz else None
+        log_probs, entropy = self.actor.compute_log_prob(self._local(batch), rollout.log_prob_micro_batch_size_per_gpu,
+                                                         max_tokens)
+        metrics = entropy_sums(entropy, batch)
+        if "rollout_log_probs" in batch.tensors:
+            metrics.update(rollout_log_prob_absdiff(batch["rollout_log_probs"], log_probs, batch))
+        return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), metrics
 
     def compute_ref_log_prob(self, batch: Batch):
         arr = self.cfg.actor_rollout_ref
         from engine.workers.forward import batched_log_probs
 
         self.ref_module.eval()
+        max_tokens = arr.ref.log_prob_max_token_len_per_gpu if arr.ref.log_prob_use_dynamic_bsz else None
         log_probs, _ = batched_log_probs(self.ref_module, self._local(batch), arr.ref.log_prob_micro_batch_size_per_gpu,
-                                         arr.rollout.temperature)
+                                         arr.rollout.temperature, max_tokens=max_tokens)
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
 
     def compute_values(self, batch: Batch):
@@ -188,6 +216,8 @@ class TrainWorker:
         metrics, produced = self.actor.update_policy(self._local(batch))
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
+            if "rollout_log_probs" in batch.tensors:
+                metrics.update(rollout_log_prob_absdiff(batch["rollout_log_probs"], produced["old_log_probs"], batch))
         self._sync_rollout_weights(metrics)
         return produced.cpu(), metrics
 

@@ -1,0 +1,212 @@
+"""Fast HF-backend decoding: a static KV cache, one CUDA graph for the decode step, sampling inside the graph.
+
+`transformers.generate` with a DynamicCache spends most of its time outside the GPU's arithmetic: the cache
+grows by concatenation (every step copies it), every one of the ~800 kernels of a decode step is launched
+from Python, and the logits processors run one by one. Here:
+
+- the weights are the actor's own: a hook-free "twin" module (built once on the meta device) whose
+  parameters and buffers *are* the FSDP module's gathered tensors (no copy, no weight sync); it only
+  exists so that the decode step has no FSDP hooks in it and can be captured;
+- the cache is transformers' `StaticCache` (fixed [B, prompt + response] buffers, written in place);
+- attention is called with a ready 4-D boolean mask; a decode step (one query per sequence) attends with
+  grouped-query matmuls that read each KV head once (SDPA with a mask would first repeat the KV heads ×7
+  for Qwen2.5-0.5B); prefill uses SDPA;
+- sampling is Gumbel-max (argmax of log p − log E, E ~ Exp(1)), the same distribution as multinomial,
+  with temperature / top-k / top-p / min_new_tokens as tensor ops, so the whole step — forward, sampling,
+  the token's log-prob, end-of-sequence tracking, writing the token — is one CUDA graph replayed per token.
+
+On CPU (or with `cuda_graphs=False`) the same step runs eagerly. The log-prob returned for each token is under
+the temperature-scaled distribution (before top-k/top-p/min-tokens masking): what the actor recomputes, so
+`rollout_log_probs` vs `old_log_probs` measures numerical mismatch only.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+ATTN_NAME = "rlstudio_static"
+
+
+def grouped_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """query [B, Hq, q, D], key/value [B, Hkv, Lk, D], attention_mask bool [B, 1, q, Lm] (Lm ≤ Lk: keys past
+    Lm are not looked at). Returns ([B, q, Hq, D], None) like transformers' attention functions."""
+    kv_len = attention_mask.shape[-1]
+    key, value = key[:, :, :kv_len], value[:, :, :kv_len]
+    bsz, n_q, q_len, dim = query.shape
+    n_kv = key.shape[1]
+    if scaling is None:
+        scaling = dim ** -0.5
+    if q_len == 1:
+        group = n_q // n_kv
+        q = query.view(bsz, n_kv, group, dim)  # head h reads KV head h // group (repeat_kv's order)
+        scores = torch.matmul(q, key.transpose(-1, -2)).float() * scaling          # [B, Hkv, g, Lk]
+        scores = scores.masked_fill(~attention_mask.view(bsz, 1, 1, kv_len), float("-inf"))
+        probs = torch.softmax(scores, dim=-1).to(value.dtype)
+        out = torch.matmul(probs, value)                                            # [B, Hkv, g, D]
+        return out.reshape(bsz, 1, n_q, dim), None
+    if n_kv != n_q:
+        key = key.repeat_interleave(n_q // n_kv, dim=1)
+        value = value.repeat_interleave(n_q // n_kv, dim=1)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTN_NAME, grouped_attention)
+
+
+def _set_tensor(root: torch.nn.Module, name: str, tensor: torch.Tensor, kind: str) -> None:
+    mod_name, _, leaf = name.rpartition(".")
+    mod = root.get_submodule(mod_name) if mod_name else root
+    getattr(mod, kind)[leaf] = tensor
+
+
+class StaticDecoder:
+    """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
+
+    def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True):
+        self.src = module
+        self.cuda_graphs = cuda_graphs
+        self.twin = None
+        self.graph_failed = False
+
+    # ---- the twin ----------------------------------------------------------------------------------
+    def bind(self) -> torch.nn.Module:
+        """(Re)point the twin at the source module's current tensors; call with the source unsharded."""
+        from transformers import AutoModelForCausalLM
+
+        if self.twin is None:
+            _register_attention()
+            config = copy.deepcopy(self.src.config)
+            config.use_cache = True
+            with torch.device("meta"):
+                twin = AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_NAME)
+            twin.eval()
+            self.twin = twin
+        src_params = dict(self.src.named_parameters(remove_duplicate=False))
+        src_buffers = dict(self.src.named_buffers(remove_duplicate=False))
+        for name, _ in list(self.twin.named_parameters(remove_duplicate=False)):
+            if name not in src_params:
+                raise RuntimeError(f"static decode: the actor module has no parameter {name}")
+            _set_tensor(self.twin, name, src_params[name], "_parameters")
+        for name, _ in list(self.twin.named_buffers(remove_duplicate=False)):
+            if name in src_buffers:
+                _set_tensor(self.twin, name, src_buffers[name], "_buffers")
+        for name, t in list(self.twin.named_parameters()) + list(self.twin.named_buffers()):
+            if t.is_meta or hasattr(t, "full_tensor"):
+                raise RuntimeError(f"static decode: {name} is not a gathered tensor (is the module unsharded?)")
+        return self.twin
+
+    # ---- generation --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                 response_length: int, *, eos: list[int], pad_id: int, min_new_tokens: int = 0,
+                 do_sample: bool = True, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (responses [B, R] with pad after the first end token, log-probs [B, R] (0 after it))."""
+        from transformers import StaticCache
+
+        twin = self.bind()
+        device = input_ids.device
+        bsz, plen = input_ids.shape
+        total = plen + response_length
+        cache = StaticCache(config=twin.config, max_cache_len=total)
+        valid = torch.cat([attention_mask.bool(), torch.ones(bsz, response_length, dtype=torch.bool, device=device)], 1)
+        key_pos = torch.arange(total, device=device)
+        temp = float(temperature) if do_sample and temperature and temperature > 0 else 1.0
+        eos_t = torch.tensor(eos, dtype=torch.long, device=device) if eos else None
+
+        state = {
+            "k": torch.zeros((), dtype=torch.long, device=device),             # index of the token being produced
+            "tok": torch.zeros(bsz, 1, dtype=torch.long, device=device),       # last token (input of the next step)
+            "done": torch.zeros(bsz, dtype=torch.bool, device=device),
+            "responses": torch.full((bsz, response_length), pad_id, dtype=torch.long, device=device),
+            "log_probs": torch.zeros(bsz, response_length, dtype=torch.float32, device=device),
+        }
+        last_pos = position_ids[:, -1:]
+
+        def sample_and_store(logits: torch.Tensor) -> None:
+            x = logits.float()
+            if temp != 1.0:
+                x = x / temp
+            lse = torch.logsumexp(x, dim=-1, keepdim=True)
+            y = x
+            if eos_t is not None and min_new_tokens > 0:  # forbid the end token until min_new_tokens
+                block = torch.where(state["k"] < min_new_tokens, float("-inf"), 0.0)
+                y = y.index_add(1, eos_t, block.expand(bsz, eos_t.numel()).contiguous())
+            if do_sample and top_k and top_k > 0:
+                kth = torch.topk(y, int(top_k), dim=-1).values[:, -1:]
+                y = y.masked_fill(y < kth, float("-inf"))
+            if do_sample and top_p < 1.0:
+                sorted_y, order = torch.sort(y, dim=-1, descending=True)
+                probs = torch.softmax(sorted_y, dim=-1)
+                drop = (probs.cumsum(-1) - probs) > top_p
+                y = torch.full_like(y, float("-inf")).scatter(1, order, sorted_y.masked_fill(drop, float("-inf")))
+            if do_sample:
+                noise = torch.empty_like(y).exponential_()
+                tok = (y - noise.log()).argmax(dim=-1)  # Gumbel-max: a sample of softmax(y)
+            else:
+                tok = y.argmax(dim=-1)
+            lp = x.gather(1, tok[:, None]).squeeze(1) - lse.squeeze(1)
+            done = state["done"]
+            tok = torch.where(done, pad_id, tok)
+            lp = torch.where(done, 0.0, lp)
+            if eos_t is not None:
+                done |= (tok[:, None] == eos_t[None, :]).any(-1)
+            col = state["k"].view(1, 1).expand(bsz, 1)
+            state["responses"].scatter_(1, col, tok[:, None])
+            state["log_probs"].scatter_(1, col, lp[:, None])
+            state["tok"].copy_(tok[:, None])
+            state["k"].add_(1)
+
+        def decode_step() -> None:
+            k = state["k"]  # feeds token k-1 at position last_pos + k, cache slot plen + k - 1
+            mask = (valid & (key_pos <= plen - 1 + k)[None, :])[:, None, None, :]
+            out = twin(input_ids=state["tok"], position_ids=last_pos + k, attention_mask=mask,
+                       past_key_values=cache, use_cache=True, logits_to_keep=1)
+            sample_and_store(out.logits[:, -1])
+
+        # prefill: causal over the prompt, pads never attended as keys; each query sees itself (no empty rows)
+        q_pos = torch.arange(plen, device=device)
+        prefill_mask = (q_pos[None, :] <= q_pos[:, None])[None] & attention_mask.bool()[:, None, :]
+        prefill_mask |= torch.eye(plen, dtype=torch.bool, device=device)[None]
+        out = twin(input_ids=input_ids, position_ids=position_ids, attention_mask=prefill_mask[:, None],
+                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+        sample_and_store(out.logits[:, -1])
+        del out
+
+        produced = 1
+        use_graph = self.cuda_graphs and device.type == "cuda" and not self.graph_failed
+        graph = None
+        if use_graph and response_length > 4:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up steps are real steps
+                    decode_step()
+                    produced += 1
+            torch.cuda.current_stream().wait_stream(stream)
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    decode_step()
+            except Exception as exc:  # noqa: BLE001 - fall back to eager steps
+                warnings.warn(f"static decode: CUDA graph capture failed ({type(exc).__name__}: {exc}); "
+                              "decoding eagerly")
+                self.graph_failed = True
+                graph = None
+        while produced < response_length:
+            if graph is not None:
+                graph.replay()
+            else:
+                decode_step()
+            produced += 1
+            if eos_t is not None and produced % 32 == 0 and produced >= min_new_tokens and bool(state["done"].all()):
+                break
+        del graph, cache
+        return state["responses"], state["log_probs"]
