@@ -13,6 +13,7 @@ from backend.models.metric import (
     IngestResult,
     LatestMetric,
     LatestMetrics,
+    MetricBucket,
     MetricKeys,
     MetricPoint,
     MetricPointIn,
@@ -34,7 +35,17 @@ from backend.models.run import (
     RunStatusReport,
     RunUpdate,
 )
-from backend.models.sample import Sample, SampleIn, SamplePublic, SamplesIngest, SamplesPublic, SampleStep, SampleSteps
+from backend.models.sample import (
+    Sample,
+    SampleAnswer,
+    SampleAnswers,
+    SampleIn,
+    SamplePublic,
+    SamplesIngest,
+    SamplesPublic,
+    SampleStep,
+    SampleSteps,
+)
 
 __all__ = [
     "ACTIVE",
@@ -56,6 +67,7 @@ __all__ = [
     "LogLinesPublic",
     "LogsIngest",
     "MetricKeys",
+    "MetricBucket",
     "MetricPoint",
     "MetricPointIn",
     "MetricSeries",
@@ -72,6 +84,8 @@ __all__ = [
     "RunUpdate",
     "RunsPublic",
     "Sample",
+    "SampleAnswer",
+    "SampleAnswers",
     "SampleIn",
     "SamplePublic",
     "SampleStep",

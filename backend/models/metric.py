@@ -19,6 +19,29 @@ class MetricPoint(SQLModel, table=True):
     wall_time: float = Field(sa_column=Column(Float, nullable=False))
 
 
+class MetricBucket(SQLModel, table=True):
+    """Pre-aggregated points of one series (run, key): at each level, the points of steps
+    [bucket << level, (bucket + 1) << level) summarised by their count, their min row, their max row and their
+    first NaN row. Maintained on ingest (backend/services/metric_buckets.py); chart queries downsample from the
+    level just finer than the chart's bucket width instead of reading every point."""
+
+    __tablename__ = "metric_bucket"
+    __table_args__ = {"sqlite_with_rowid": False}
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    level: int = Field(sa_column=Column(Integer, primary_key=True))  # log2 of the bucket width in steps
+    key: str = Field(sa_column=Column(String(300), primary_key=True))
+    bucket: int = Field(sa_column=Column(Integer, primary_key=True))
+    n: int = Field(sa_column=Column(Integer, nullable=False))
+    min_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    min_value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    min_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    max_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    max_value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    max_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    nan_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    nan_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+
+
 class MetricPointIn(BaseModel):
     """Plain pydantic (validated in C): ingest is the hot path."""
 

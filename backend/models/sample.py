@@ -63,6 +63,24 @@ class SamplesPublic(SQLModel):
     count: int
 
 
+class SampleAnswer(SQLModel):
+    """An answer without its prompt and per-token arrays: what the health checks read."""
+
+    id: int
+    run_id: int
+    step: int
+    split: str
+    sample_index: int
+    response: str
+    tokens: list[str] | None = None
+    score: float | None = None
+
+
+class SampleAnswers(SQLModel):
+    data: list[SampleAnswer]
+    count: int
+
+
 class SampleStep(SQLModel):
     step: int
     split: str

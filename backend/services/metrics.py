@@ -12,6 +12,7 @@ from sqlmodel import Session, select
 
 from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsIngest, Run
 from backend.models.common import finite_or_text
+from backend.services import metric_buckets
 from backend.services.events import add_event, run_channel
 from backend.services.runs import announce, update_progress
 
@@ -50,6 +51,8 @@ def ingest(session: Session, run: Run, body: MetricsIngest) -> int:
     totals = [r[2] for r in values if r[0] == TOTAL_KEY and r[2] is not None]
     with write_lock(session):
         session.connection().exec_driver_sql(_upsert_sql(session, run.id), values)
+        if _bucketed(session):
+            metric_buckets.refresh(_executor(session), run.id, _step_ranges(values))
         add_event(session, run_channel(run.id), "metrics", live)
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
@@ -58,7 +61,39 @@ def ingest(session: Session, run: Run, body: MetricsIngest) -> int:
     return len(values)
 
 
+def _bucketed(session: Session) -> bool:
+    """SQLite keeps pre-aggregated buckets (metric_bucket); other databases downsample in numpy."""
+    return session.get_bind().dialect.name == "sqlite"
+
+
+def _executor(session: Session):
+    conn = session.connection()
+
+    def execute(sql: str, params=()):
+        result = conn.exec_driver_sql(sql, tuple(params)) if params else conn.exec_driver_sql(sql)
+        return result.all() if result.returns_rows else []
+    return execute
+
+
+def _step_ranges(rows) -> dict[tuple[int, int], list[str]]:
+    extent: dict[str, list[int]] = {}
+    for key, step, _value, _wall in rows:
+        e = extent.get(key)
+        if e is None:
+            extent[key] = [step, step]
+        elif step < e[0]:
+            e[0] = step
+        elif step > e[1]:
+            e[1] = step
+    ranges: dict[tuple[int, int], list[str]] = {}
+    for key, (lo, hi) in extent.items():
+        ranges.setdefault((lo, hi), []).append(key)
+    return ranges
+
+
 def keys(session: Session, run_ids: list[int]) -> list[str]:
+    if _bucketed(session):
+        return metric_buckets.keys(_executor(session), run_ids)
     stmt = select(MetricPoint.key).where(MetricPoint.run_id.in_(run_ids)).distinct().order_by(MetricPoint.key)
     return list(session.exec(stmt).all())
 
@@ -83,7 +118,9 @@ def series(session: Session, run_ids: list[int], key_list: list[str], step_min: 
            step_max: int | None, max_points: int | None) -> list[MetricSeries]:
     if not run_ids or not key_list:
         return []
-    if max_points and session.get_bind().dialect.name == "sqlite":
+    if max_points and _bucketed(session):
+        if step_min is None and step_max is None:
+            return _series_buckets(session, run_ids, key_list, max_points)
         return _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points)
     return _series_numpy(session, run_ids, key_list, step_min, step_max, max_points)
 
@@ -100,6 +137,35 @@ def _make_series(run_id, key, rows, total) -> MetricSeries:
     return MetricSeries.model_construct(run_id=run_id, key=key, steps=[r[0] for r in rows],
                                         values=[finite_or_text(r[1]) for r in rows], wall_times=[r[2] for r in rows],
                                         total_points=total, downsampled=len(rows) < total)
+
+
+def _series_buckets(session, run_ids, key_list, max_points) -> list[MetricSeries]:
+    """Whole series from the pre-aggregated buckets: per series a few index seeks and at most ~8 x max_points
+    bucket rows, however many points it has."""
+    execute = _executor(session)
+    out = []
+    for run_id in dict.fromkeys(run_ids):
+        for key in dict.fromkeys(key_list):
+            lo, hi, total = execute(
+                'SELECT (SELECT MIN(step) FROM metric_point WHERE run_id = ? AND "key" = ?), '
+                '(SELECT MAX(step) FROM metric_point WHERE run_id = ? AND "key" = ?), '
+                f'(SELECT SUM(n) FROM metric_bucket WHERE run_id = ? AND level = {metric_buckets.TOP} AND "key" = ?)',
+                (run_id, key) * 3)[0]
+            if lo is None:
+                continue
+            if total is None:  # points without buckets (written around the server): read them
+                out.extend(_series_sqlite(session, [run_id], [key], None, None, max_points))
+                continue
+            if total <= max_points:
+                rows = execute('SELECT step, value, wall_time FROM metric_point WHERE run_id = ? AND "key" = ? '
+                               "ORDER BY step", (run_id, key))
+            else:
+                rows = metric_buckets.downsample(execute, run_id, key, lo, hi, max_points)
+                if not rows:  # too few steps per chart bucket for the coarsest level: the points are few
+                    out.extend(_series_sqlite(session, [run_id], [key], None, None, max_points))
+                    continue
+            out.append(_make_series(run_id, key, rows, int(total)))
+    return out
 
 
 def _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points) -> list[MetricSeries]:

@@ -6,6 +6,7 @@ import { NewRunPage } from "./pages/new-run/NewRunPage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
 import { SamplesPage } from "./pages/samples/SamplesPage";
+import { SettingsPage } from "./pages/settings/SettingsPage";
 import { SideBySidePage } from "./pages/side-by-side/SideBySidePage";
 import { NotFound } from "./components/Layout";
 
@@ -19,6 +20,7 @@ export const router = createBrowserRouter([
       { path: "/runs/:runId/samples", element: <SamplesPage /> },
       { path: "/side-by-side", element: <SideBySidePage /> },
       { path: "/compare", element: <ComparePage /> },
+      { path: "/settings", element: <SettingsPage /> },
       { path: "*", element: <NotFound /> },
     ],
   },

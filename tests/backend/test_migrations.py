@@ -13,7 +13,7 @@ from sqlmodel import SQLModel
 import backend.models  # noqa: F401
 from tests.backend.conftest import REPO
 
-TABLES = {"experiment", "run", "metric_point", "sample", "log_line", "artifact", "event"}
+TABLES = {"experiment", "run", "metric_point", "metric_bucket", "sample", "log_line", "artifact", "event"}
 
 
 def alembic(db, *args):
@@ -56,3 +56,24 @@ def test_server_start_applies_migrations(settings):
     assert TABLES <= tables(db)
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_metric_buckets_backfilled_on_upgrade(tmp_path):
+    """0002 adds metric_bucket and fills it from the points a 0001 database already holds."""
+    db = tmp_path / "m.db"
+    alembic(db, "upgrade", "0001")
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO experiment (id, name, created_at) VALUES (1, 'e', '2026-01-01')")
+        conn.execute("INSERT INTO run (id, name, tags, notes, experiment_id, status, source, config, resolved_config, "
+                     "created_at, ingest_token_hash, run_dir) VALUES (1, 'r', '[]', '', 1, 'succeeded', 'external', "
+                     "'{}', '{}', '2026-01-01', 'x', '/tmp')")
+        conn.executemany("INSERT INTO metric_point VALUES (1, ?, ?, ?, 0)",
+                         [(k, s, None if s == 500 else float(s % 7)) for k in ("a", "b") for s in range(1000)])
+    alembic(db, "upgrade", "head")
+    with sqlite3.connect(db) as conn:
+        top = conn.execute("SELECT key, n, min_value, max_value, nan_step FROM metric_bucket WHERE level = 22 "
+                           "ORDER BY key").fetchall()
+        assert top == [("a", 1000, 0.0, 6.0, 500), ("b", 1000, 0.0, 6.0, 500)]
+        assert conn.execute("SELECT COUNT(*) FROM metric_bucket WHERE level = 4").fetchone()[0] == 2 * 63
+    alembic(db, "downgrade", "0001")
+    assert "metric_bucket" not in tables(db)

@@ -16,6 +16,11 @@ import pytest
 
 from tests.ui.seed import Api
 
+# The machine is shared (2 cores, other jobs): a page may take more than Playwright's default 5 s to settle.
+from playwright.sync_api import expect  # noqa: E402
+
+expect.set_options(timeout=15_000)
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
 CHROMIUM = os.environ.get("RLSTUDIO_CHROMIUM", "/usr/bin/chromium")
@@ -33,8 +38,8 @@ class Server:
     def __init__(self, data_dir: Path, *, dispatch: bool, extra_env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "RLSTUDIO_DISPATCH": "true" if dispatch else "false", **(extra_env or {})}
-        env.pop("RLSTUDIO_API_TOKEN", None)
+        env = {k: v for k, v in os.environ.items() if k != "RLSTUDIO_API_TOKEN"}  # no token unless asked
+        env.update({"RLSTUDIO_DISPATCH": "true" if dispatch else "false", **(extra_env or {})})
         self.log = open(data_dir / "server.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "backend", "--port", str(self.port), "--data-dir", str(data_dir), "--log-level", "warning"],
@@ -50,7 +55,7 @@ class Server:
                 time.sleep(0.3)
         else:
             raise RuntimeError("server did not start in 120 s")
-        self.api = Api(self.url)
+        self.api = Api(self.url, token=(extra_env or {}).get("RLSTUDIO_API_TOKEN"))
 
     def stop(self):
         self.proc.terminate()

@@ -11,15 +11,16 @@ import urllib.request
 
 
 class Api:
-    def __init__(self, base_url: str):
+    def __init__(self, base_url: str, token: str | None = None):
         self.base = base_url.rstrip("/")
+        self.token = token  # the server's API token, when it has one (ingest calls use the run's own token)
 
     def call(self, method: str, path: str, body=None, token: str | None = None, timeout: float = 60):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
+        if token or self.token:
+            req.add_header("Authorization", f"Bearer {token or self.token}")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 raw = resp.read()

@@ -7,7 +7,7 @@ from sqlalchemy import func, or_
 from sqlmodel import select
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
-from backend.models import IngestResult, Sample, SamplePublic, SamplesIngest, SamplesPublic, SampleSteps
+from backend.models import IngestResult, Sample, SampleAnswer, SampleAnswers, SamplePublic, SamplesIngest, SamplesPublic, SampleSteps
 from backend.services import samples
 
 router = APIRouter(tags=["samples"])
@@ -105,3 +105,24 @@ def same_prompt(session: SessionDep,
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     rows = session.exec(stmt.order_by(Sample.run_id, Sample.step, Sample.sample_index).offset(skip).limit(limit)).all()
     return SamplesPublic(data=[SamplePublic.model_validate(s) for s in rows], count=count)
+
+
+@router.get("/samples/newest", response_model=SampleAnswers)
+def newest_answers(session: SessionDep,
+                   run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
+                   split: Literal["train", "val"] = "train",
+                   limit: Annotated[int, Query(ge=1, le=1000, description="answers per run")] = 64):
+    """Each run's answers at its newest step of `split` (no prompts, no per-token arrays): what the runs
+    table's degenerate-answer check reads, for many runs in one request."""
+    out: list[SampleAnswer] = []
+    for rid in dict.fromkeys(run_id):
+        newest = session.exec(select(func.max(Sample.step)).where(Sample.run_id == rid, Sample.split == split)).one()
+        if newest is None:
+            continue
+        rows = session.execute(select(Sample.id, Sample.step, Sample.sample_index, Sample.response, Sample.tokens,
+                                      Sample.score)
+                               .where(Sample.run_id == rid, Sample.split == split, Sample.step == newest)
+                               .order_by(Sample.sample_index).limit(limit)).all()
+        out.extend(SampleAnswer(id=r[0], run_id=rid, step=r[1], split=split, sample_index=r[2], response=r[3],
+                                tokens=r[4], score=r[5]) for r in rows)
+    return SampleAnswers(data=out, count=len(out))

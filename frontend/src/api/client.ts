@@ -11,7 +11,24 @@ export function apiToken(): string | null {
   }
 }
 
-client.setConfig({ baseUrl: "", auth: () => apiToken() ?? undefined });
+/** Save (or, with an empty string, forget) the API token; the client reads it on every request. */
+export function setApiToken(token: string): void {
+  try {
+    if (token.trim()) localStorage.setItem(TOKEN_STORAGE_KEY, token.trim());
+    else localStorage.removeItem(TOKEN_STORAGE_KEY);
+  } catch {
+    // storage disabled: nothing to keep
+  }
+}
+
+client.setConfig({ baseUrl: "" });
+// The OpenAPI document declares no security scheme (the server checks the header itself), so the generated
+// client's `auth` option would never be applied: every request gets the header here instead.
+client.interceptors.request.use((request) => {
+  const token = apiToken();
+  if (token && !request.headers.has("Authorization")) request.headers.set("Authorization", `Bearer ${token}`);
+  return request;
+});
 
 export interface FieldError {
   loc?: (string | number)[];

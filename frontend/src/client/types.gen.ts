@@ -324,6 +324,8 @@ export type MetricKeys = {
 
 /**
  * MetricPointIn
+ *
+ * Plain pydantic (validated in C): ingest is the hot path.
  */
 export type MetricPointIn = {
     /**
@@ -381,6 +383,30 @@ export type MetricSeries = {
 };
 
 /**
+ * MetricSeriesIn
+ *
+ * Columnar form: one key, many steps (cheaper to send and to validate than one object per point).
+ */
+export type MetricSeriesIn = {
+    /**
+     * Key
+     */
+    key: string;
+    /**
+     * Steps
+     */
+    steps: Array<number>;
+    /**
+     * Values
+     */
+    values: Array<number | null>;
+    /**
+     * Wall Times
+     */
+    wall_times?: Array<number> | null;
+};
+
+/**
  * MetricSeriesList
  */
 export type MetricSeriesList = {
@@ -396,12 +422,18 @@ export type MetricSeriesList = {
 
 /**
  * MetricsIngest
+ *
+ * `points` (one object per point) and/or `series` (columnar); both count toward the per-request max.
  */
 export type MetricsIngest = {
     /**
      * Points
      */
-    points: Array<MetricPointIn>;
+    points?: Array<MetricPointIn>;
+    /**
+     * Series
+     */
+    series?: Array<MetricSeriesIn>;
 };
 
 /**
@@ -752,6 +784,60 @@ export type RunsPublic = {
      * Data
      */
     data: Array<RunPublic>;
+    /**
+     * Count
+     */
+    count: number;
+};
+
+/**
+ * SampleAnswer
+ *
+ * An answer without its prompt and per-token arrays: what the health checks read.
+ */
+export type SampleAnswer = {
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Run Id
+     */
+    run_id: number;
+    /**
+     * Step
+     */
+    step: number;
+    /**
+     * Split
+     */
+    split: string;
+    /**
+     * Sample Index
+     */
+    sample_index: number;
+    /**
+     * Response
+     */
+    response: string;
+    /**
+     * Tokens
+     */
+    tokens?: Array<string> | null;
+    /**
+     * Score
+     */
+    score?: number | null;
+};
+
+/**
+ * SampleAnswers
+ */
+export type SampleAnswers = {
+    /**
+     * Data
+     */
+    data: Array<SampleAnswer>;
     /**
      * Count
      */
@@ -2183,6 +2269,46 @@ export type SamePromptApiV1SamplesByPromptGetResponses = {
 };
 
 export type SamePromptApiV1SamplesByPromptGetResponse = SamePromptApiV1SamplesByPromptGetResponses[keyof SamePromptApiV1SamplesByPromptGetResponses];
+
+export type NewestAnswersApiV1SamplesNewestGetData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * Run Id
+         */
+        run_id: Array<number>;
+        /**
+         * Split
+         */
+        split?: 'train' | 'val';
+        /**
+         * Limit
+         *
+         * answers per run
+         */
+        limit?: number;
+    };
+    url: '/api/v1/samples/newest';
+};
+
+export type NewestAnswersApiV1SamplesNewestGetErrors = {
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type NewestAnswersApiV1SamplesNewestGetError = NewestAnswersApiV1SamplesNewestGetErrors[keyof NewestAnswersApiV1SamplesNewestGetErrors];
+
+export type NewestAnswersApiV1SamplesNewestGetResponses = {
+    /**
+     * Successful Response
+     */
+    200: SampleAnswers;
+};
+
+export type NewestAnswersApiV1SamplesNewestGetResponse = NewestAnswersApiV1SamplesNewestGetResponses[keyof NewestAnswersApiV1SamplesNewestGetResponses];
 
 export type ReadLogsApiV1RunsRunIdLogsGetData = {
     body?: never;

@@ -13,7 +13,8 @@ export function Layout() {
           <NavLink to="/compare">Compare</NavLink>
           <NavLink to="/side-by-side">Side by side</NavLink>
         </nav>
-        <a className="docs-link" href="/docs">API</a>
+        <NavLink to="/settings" className="docs-link" title="API token">Settings</NavLink>
+        <a href="/docs">API</a>
       </header>
       <main id="main" tabIndex={-1}>
         <Outlet />

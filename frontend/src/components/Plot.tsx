@@ -1,10 +1,23 @@
 /**
  * A thin React wrapper around plotly.js-dist-min. While `resetKey` stays the same and every trace only grew,
  * new points are appended with Plotly.extendTraces (no rebuild, so charts stay smooth while a run streams);
- * anything else redraws with Plotly.react.
+ * anything else redraws with Plotly.react. Plotly (a 4.6 MB script) is its own chunk, fetched when the app
+ * starts (`loadPlotly`) while the page asks the API for its data; a chart marks itself `data-ready` once drawn.
  */
-import Plotly from "plotly.js-dist-min";
-import { useEffect, useRef } from "react";
+import type * as PlotlyType from "plotly.js-dist-min";
+import { useEffect, useRef, useState } from "react";
+
+type PlotlyModule = typeof PlotlyType;
+let plotly: PlotlyModule | null = null;
+let loading: Promise<PlotlyModule> | null = null;
+
+export function loadPlotly(): Promise<PlotlyModule> {
+  loading ??= import("plotly.js-dist-min").then((m) => {
+    plotly = ((m as unknown as { default?: PlotlyModule }).default ?? m) as PlotlyModule;
+    return plotly;
+  });
+  return loading;
+}
 
 export interface Trace {
   name: string;
@@ -16,24 +29,30 @@ export interface Trace {
 
 interface Props {
   traces: Trace[];
-  layout: Partial<Plotly.Layout>;
+  layout: Partial<PlotlyType.Layout>;
   resetKey: string;
   height?: number;
   onPointClick?: (point: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
   ariaLabel?: string;
 }
 
-const CONFIG: Partial<Plotly.Config> = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+const CONFIG: Partial<PlotlyType.Config> = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
 export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ariaLabel }: Props) {
   const el = useRef<HTMLDivElement>(null);
   const plotted = useRef<{ key: string; names: string[]; lengths: number[] } | null>(null);
   const clickRef = useRef(onPointClick);
   clickRef.current = onPointClick;
+  const [, setLoaded] = useState(plotly !== null);
 
   useEffect(() => {
     const div = el.current;
     if (!div) return;
+    const Plotly = plotly;
+    if (!Plotly) {
+      void loadPlotly().then(() => setLoaded(true));
+      return;
+    }
     const names = traces.map((t) => t.name);
     const lengths = traces.map((t) => t.x.length);
     const prev = plotted.current;
@@ -48,12 +67,12 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
           y: grown.map((i) => tail(traces[i].y, i)),
         };
         if (grown.every((i) => traces[i].customdata)) update.customdata = grown.map((i) => tail(traces[i].customdata, i));
-        void Plotly.extendTraces(div, update as Plotly.Data, grown);
+        void Plotly.extendTraces(div, update as PlotlyType.Data, grown);
       }
     } else {
       const full = { ...layout, height, autosize: true };
       try {
-        void Plotly.react(div, traces as Plotly.Data[], full, CONFIG);
+        void Plotly.react(div, traces as PlotlyType.Data[], full, CONFIG).then(() => { div.dataset.ready = "true"; });
       } catch (e) {
         console.error("chart failed to draw", e); // one broken chart must not take the page down
       }
@@ -62,12 +81,12 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
   });
 
   useEffect(() => {
-    const div = el.current as (HTMLDivElement & { on?: (ev: string, fn: (e: Plotly.PlotMouseEvent) => void) => void }) | null;
+    const div = el.current as (HTMLDivElement & { on?: (ev: string, fn: (e: PlotlyType.PlotMouseEvent) => void) => void }) | null;
     if (!div) return;
     const ready = setInterval(() => {
       if (typeof div.on !== "function") return;
       clearInterval(ready);
-      div.on("plotly_click", (e: Plotly.PlotMouseEvent) => {
+      div.on("plotly_click", (e) => {
         const p = e.points?.[0];
         if (p && clickRef.current) {
           clickRef.current({ x: p.x, y: p.y, customdata: p.customdata, traceName: String(p.data.name ?? "") });
@@ -76,7 +95,7 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
     }, 50);
     return () => {
       clearInterval(ready);
-      Plotly.purge(div);
+      plotly?.purge(div);
     };
   }, []);
 

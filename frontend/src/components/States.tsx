@@ -1,5 +1,7 @@
 /** Loading, empty and error states, the same on every page. */
 import type { ReactNode } from "react";
+import { Link } from "react-router-dom";
+import { ApiError } from "../api/client";
 
 export function Loading({ what = "Loading" }: { what?: string }) {
   return <div className="state state-loading" role="status" aria-live="polite"><span className="spinner" aria-hidden /> {what}…</div>;
@@ -20,6 +22,9 @@ export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void 
     <div className="state state-error" role="alert">
       <strong>Something went wrong.</strong> <span>{message}</span>
       {retry && <button type="button" onClick={retry}>Retry</button>}
+      {error instanceof ApiError && (error.status === 401 || error.status === 403) && (
+        <div className="auth-hint">This server needs an API token: <Link to="/settings">set it in Settings</Link>.</div>
+      )}
     </div>
   );
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { degenerateReason, metricAlarms, sampleAlarms, THRESHOLDS } from "./alarms";
+import { degenerateReason, metricAlarms, runAlarms, sampleAlarms, THRESHOLDS } from "./alarms";
 import type { Series } from "./series";
 
 const S = (values: number[], start = 1): Series => ({
@@ -76,5 +76,23 @@ describe("sample alarms", () => {
     const a = sampleAlarms([bad(1), bad(1), good(2), bad(2), bad(3), good(3)]);
     expect(a).toHaveLength(1);
     expect(a[0].step).toBe(3);
+  });
+});
+
+describe("run alarms (Runs table and Run page)", () => {
+  const answer = (step: number, response: string) => ({ step, response, tokens: null });
+  it("judges only the newest step's answers, with the metric alarms", () => {
+    const old = Array.from({ length: 4 }, () => answer(3, ""));
+    const fresh = Array.from({ length: 4 }, () => answer(5, "12 + 3 = 15 #### 15"));
+    expect(runAlarms({}, [...old, ...fresh])).toEqual([]);
+    const bad = [answer(5, ""), answer(5, "7 7 7 7 7 7 7 7 7"), answer(5, "15"), answer(5, "15")];
+    const a = runAlarms({ "actor/kl_loss": S([0.2, 0.2, 0.2, 0.2, 0.2]) }, [...old, ...bad]);
+    expect(ids(a)).toEqual(["degenerate", "kl-high"]);
+    const d = a.find((x) => x.id === "degenerate")!;
+    expect(d.step).toBe(5);
+    expect(d.detail).toContain("1 empty, 1 repetitive");
+  });
+  it("no samples, no sample alarm", () => {
+    expect(runAlarms({}, [])).toEqual([]);
   });
 });

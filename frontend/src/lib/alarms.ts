@@ -204,3 +204,9 @@ export function sampleAlarms(samples: readonly SampleLike[]): Alarm[] {
   }
   return alarms;
 }
+
+/** Every alarm of a run: its metric series, and the answers of its newest step (Runs table and Run page). */
+export function runAlarms(series: Record<string, Series | undefined>, newestSamples: readonly SampleLike[]): Alarm[] {
+  const newest = Math.max(-Infinity, ...newestSamples.map((s) => s.step));
+  return [...metricAlarms(series), ...sampleAlarms(newestSamples.filter((s) => s.step === newest))];
+}

@@ -12,7 +12,7 @@ import { ChartControls, useChartOptions } from "../../components/ChartControls";
 import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
-import { metricAlarms, sampleAlarms } from "../../lib/alarms";
+import { runAlarms } from "../../lib/alarms";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { ConfigView } from "./ConfigView";
 import { LogTail, useLogTail } from "./LogTail";
@@ -54,9 +54,7 @@ function RunView({ run }: { run: RunPublic }) {
   });
   const alarms = useMemo(() => {
     const series = Object.fromEntries(store.byRun.get(run.id) ?? []);
-    const newest = latestSamples.data?.data[0]?.step;
-    const samples = (latestSamples.data?.data ?? []).filter((s) => s.step === newest);
-    return [...metricAlarms(series), ...sampleAlarms(samples)];
+    return runAlarms(series, latestSamples.data?.data ?? []);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [store.version, store.epoch, latestSamples.data, run.id]);
 

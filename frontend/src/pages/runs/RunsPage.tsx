@@ -10,7 +10,7 @@ import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
 import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
-import { klKey, metricAlarms, KL_KEYS } from "../../lib/alarms";
+import { klKey, runAlarms, KL_KEYS, type SampleLike } from "../../lib/alarms";
 import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
 import { fromApi, lastFinite, type Series } from "../../lib/series";
 
@@ -85,6 +85,22 @@ export function RunsPage() {
     }
     return out;
   }, [health.data]);
+  // each run's answers at its newest step: the degenerate-answer check (empty or repetitive answers)
+  const answers = useQuery({
+    queryKey: ["runs-newest-answers", ids],
+    queryFn: () => unwrap(sdk.newestAnswersApiV1SamplesNewestGet({ query: { run_id: ids, split: "train", limit: 64 } })),
+    enabled: ids.length > 0,
+    refetchInterval: anyActive ? 5_000 : false,
+    placeholderData: (prev) => prev,
+  });
+  const answersByRun = useMemo(() => {
+    const out = new Map<number, SampleLike[]>();
+    for (const a of answers.data?.data ?? []) {
+      if (!out.has(a.run_id)) out.set(a.run_id, []);
+      out.get(a.run_id)!.push(a);
+    }
+    return out;
+  }, [answers.data]);
   const experimentName = new Map((experiments.data?.data ?? []).map((e) => [e.id, e.name]));
   const toggle = (id: number) => setSelected((s) => (s.includes(id) ? s.filter((x) => x !== id) : [...s, id]));
 
@@ -148,7 +164,7 @@ export function RunsPage() {
                       <td><Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} /></td>
                       <td className="num">{fmtNum(score?.value ?? null, 3)}</td>
                       <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
-                      <td><AlarmBadges alarms={metricAlarms(series)} runId={run.id} /></td>
+                      <td><AlarmBadges alarms={runAlarms(series, answersByRun.get(run.id) ?? [])} runId={run.id} /></td>
                       <td className="small">{fmtDate(run.created_at)}</td>
                       <td className="num small">{duration !== null ? fmtDuration(duration) : "—"}</td>
                     </tr>
