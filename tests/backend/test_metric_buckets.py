@@ -110,3 +110,19 @@ def test_newest_answers_of_many_runs(client):
     assert "prompt" not in got["data"][0] and got["data"][0]["tokens"] == ["r"]
     val = client.get(f"{API}/samples/newest", params={"run_id": a["id"], "split": "val"}).json()["data"]
     assert [(x["step"], x["response"]) for x in val] == [(9, "val")]
+
+
+def test_one_request_for_a_page_of_charts_with_key_patterns(client):
+    a, b = external_run(client), external_run(client)
+    for run, keys in ((a, ["critic/score/mean", "val-core/arith/reward/mean@1", "actor/pg_loss"]),
+                      (b, ["val-core/gsm8k/reward/mean@1", "val-core/gsm8k/reward/std@1", "timing_s/gen"])):
+        client.post(f"{API}/runs/{run['id']}/metrics", headers=auth(run),
+                    json={"points": [{"key": k, "step": 1, "value": 1.0} for k in keys]})
+    got = client.get(f"{API}/metrics", params={"run_id": [a["id"], b["id"]], "key": ["actor/pg_loss"],
+                                               "key_pattern": [r"^val-core\/.+\/reward\/mean@\d+$"]}).json()["data"]
+    assert sorted((s["run_id"], s["key"]) for s in got) == [
+        (a["id"], "actor/pg_loss"), (a["id"], "val-core/arith/reward/mean@1"), (b["id"], "val-core/gsm8k/reward/mean@1")]
+    only = client.get(f"{API}/metrics", params={"run_id": b["id"], "key_pattern": ["^timing_s/(?!step$)"]}).json()
+    assert [s["key"] for s in only["data"]] == ["timing_s/gen"]
+    assert client.get(f"{API}/metrics", params={"run_id": a["id"], "key_pattern": ["("]}).status_code == 422
+    assert client.get(f"{API}/metrics", params={"run_id": a["id"]}).status_code == 422

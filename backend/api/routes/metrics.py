@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from pydantic import StringConstraints
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
@@ -82,12 +84,24 @@ def export_metrics(session: SessionDep, run_id: int, format: Literal["csv", "par
 @router.get("/metrics", response_model=MetricSeriesList)
 def query_metrics(session: SessionDep,
                   run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
-                  key: Annotated[list[str], Query(min_length=1, max_length=200)],
+                  key: Annotated[list[str] | None, Query(max_length=200)] = None,
+                  key_pattern: Annotated[list[Annotated[str, StringConstraints(max_length=200)]] | None, Query(
+                      max_length=20, description="regular expressions (searched, as JavaScript's RegExp.test): "
+                                                 "every key of these runs that one matches is added to `key`")] = None,
                   step_min: Annotated[int | None, Query(ge=0)] = None,
                   step_max: Annotated[int | None, Query(ge=0)] = None,
                   max_points: MaxPoints = 1000):
-    """Runs x keys x step range, for charts and comparisons."""
-    data = metrics.series(session, run_id, key, step_min, step_max, max_points)
+    """Runs x keys x step range, for charts and comparisons: one request for a whole page of charts."""
+    keys = list(key or [])
+    if key_pattern:
+        try:
+            patterns = [re.compile(p) for p in key_pattern]
+        except re.error as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"key_pattern: {exc}") from None
+        keys += [k for k in metrics.keys(session, run_id) if any(p.search(k) for p in patterns)]
+    if not keys and not key_pattern:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "give at least one key or key_pattern")
+    data = metrics.series(session, run_id, list(dict.fromkeys(keys)), step_min, step_max, max_points)
     return MetricSeriesList(data=data, count=len(data))
 
 

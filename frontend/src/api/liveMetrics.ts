@@ -28,18 +28,22 @@ export const MAX_LIVE_STREAMS = 4;
 export type OnRunEvent = (runId: number, kind: string, data: unknown) => void;
 const OTHER_KINDS = ["status", "progress", "logs", "samples"];
 
+/** `keys` (null: every key of the one run) plus, optionally, every key matching one of `keyPatterns`: the
+ *  server expands the patterns, so a page of charts needs one request and no list of keys first. */
 export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunIds: number[], maxPoints = 1000,
-  onEvent?: OnRunEvent): MetricStore {
+  onEvent?: OnRunEvent, keyPatterns: RegExp[] = []): MetricStore {
   const onEventRef = useRef(onEvent);
   onEventRef.current = onEvent;
   const single = runIds.length === 1 && keys === null;
+  const patterns = keyPatterns.map((r) => r.source);
   const query = useQuery({
-    queryKey: [...qk.metrics(runIds, keys), maxPoints],
+    queryKey: [...qk.metrics(runIds, keys), maxPoints, patterns],
     queryFn: () =>
       single
         ? unwrap(sdk.runMetricsApiV1RunsRunIdMetricsGet({ path: { run_id: runIds[0] }, query: { max_points: maxPoints } }))
-        : unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints } })),
-    enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0),
+        : unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints,
+          ...(patterns.length ? { key_pattern: patterns } : {}) } })),
+    enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0 || patterns.length > 0),
     staleTime: Infinity,
     refetchOnWindowFocus: false,
   });
@@ -50,8 +54,9 @@ export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunI
   const frame = useRef<number | null>(null);
   const dirtyEpoch = useRef(false);
   const keySet = keys ? new Set(keys) : null;
-  const keySetRef = useRef(keySet);
-  keySetRef.current = keySet;
+  const wantsKey = keySet ? (k: string) => keySet.has(k) || keyPatterns.some((r) => r.test(k)) : () => true;
+  const wantsRef = useRef(wantsKey);
+  wantsRef.current = wantsKey;
 
   const schedule = (reset: boolean) => {
     if (reset) dirtyEpoch.current = true;
@@ -71,7 +76,7 @@ export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunI
     if (!run) store.current.set(runId, (run = new Map()));
     let appendOnly = true;
     for (const [key, list] of groupByKey(points)) {
-      if (keySetRef.current && !keySetRef.current.has(key)) continue;
+      if (!wantsRef.current(key)) continue;
       let s = run.get(key);
       if (!s) run.set(key, (s = { steps: [], values: [], walls: [] }));
       const last = s.steps.length ? s.steps[s.steps.length - 1] : -Infinity;

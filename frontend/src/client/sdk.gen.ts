@@ -239,7 +239,7 @@ export const exportMetricsApiV1RunsRunIdMetricsExportGet = <ThrowOnError extends
 /**
  * Query Metrics
  *
- * Runs x keys x step range, for charts and comparisons.
+ * Runs x keys x step range, for charts and comparisons: one request for a whole page of charts.
  */
 export const queryMetricsApiV1MetricsGet = <ThrowOnError extends boolean = false>(options: Options<QueryMetricsApiV1MetricsGetData, ThrowOnError>) => (options.client ?? client).get<QueryMetricsApiV1MetricsGetResponses, QueryMetricsApiV1MetricsGetErrors, ThrowOnError>({ url: '/api/v1/metrics', ...options });
 

@@ -1978,7 +1978,13 @@ export type QueryMetricsApiV1MetricsGetData = {
         /**
          * Key
          */
-        key: Array<string>;
+        key?: Array<string> | null;
+        /**
+         * Key Pattern
+         *
+         * regular expressions (searched, as JavaScript's RegExp.test): every key of these runs that one matches is added to `key`
+         */
+        key_pattern?: Array<string> | null;
         /**
          * Step Min
          */

@@ -137,7 +137,7 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
     showlegend: false,
     hovermode: "x unified",
     shapes,
-  } as Partial<import("plotly.js-dist-min").Layout>;
+  } as Partial<import("plotly.js-basic-dist-min").Layout>;
   const resetKey = [[...hidden].join("|"), store.epoch, fixedRange?.join(","), options.smoothing, options.xAxis, options.logY, dark, runs.map((r) => r.id).join("."), keys.join("|")].join(";");
   return (
     <section className="card chart-card" data-chart={def.id} data-points={traces.reduce((n, t) => n + t.x.length, 0)}>

@@ -47,3 +47,14 @@ export function allChartKeys(available: Iterable<string>, charts: ChartDef[] = C
   for (const def of charts) for (const k of chartKeys(def, all)) out.add(k);
   return [...out];
 }
+
+/** What a page of charts asks the server for: the exact keys, and the patterns (as RegExp) of the others. */
+export function chartQuery(charts: ChartDef[]): { keys: string[]; patterns: RegExp[] } {
+  const keys = new Set<string>();
+  const patterns: RegExp[] = [];
+  for (const def of charts) {
+    if (Array.isArray(def.keys)) for (const k of [...def.keys, ...(def.y2 ?? [])]) keys.add(k);
+    else patterns.push(def.keys);
+  }
+  return { keys: [...keys], patterns };
+}

@@ -4,7 +4,7 @@ import { useMemo } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { unwrap } from "../../api/client";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { useMetricKeys, useRuns } from "../../api/queries";
+import { useRuns } from "../../api/queries";
 import * as sdk from "../../client/sdk.gen";
 import type { RunPublic } from "../../client/types.gen";
 import { StatusBadge } from "../../components/Badges";
@@ -13,12 +13,13 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { PALETTE } from "../../components/useTheme";
-import { allChartKeys, COMPARE_CHARTS } from "../../lib/charts";
+import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
 import { best, lastFinite } from "../../lib/series";
 
 const ACTIVE = ["queued", "starting", "running"];
+const COMPARE_QUERY = chartQuery(COMPARE_CHARTS);
 
 /** Rows of the final/best table: key pattern, and which direction is "best". */
 const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
@@ -46,14 +47,19 @@ export function ComparePage() {
     queries: ids.map((id) => ({ queryKey: ["run", id], queryFn: () => unwrap(sdk.getRunApiV1RunsRunIdGet({ path: { run_id: id } })) })),
   });
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
-  const keys = useMetricKeys(ids);
-  const wanted = useMemo(() => allChartKeys(keys.data?.data ?? [], COMPARE_CHARTS), [keys.data]);
   const liveIds = runs.filter((r) => ACTIVE.includes(r.status)).map((r) => r.id);
-  const store = useLiveMetrics(ids, wanted, liveIds, 500); // ~2 points per pixel column of a chart
+  // one request for every chart, sent at once (the server expands the key patterns): no list of keys first
+  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, 500, undefined, COMPARE_QUERY.patterns); // ~2 points per pixel column
+  const wanted = useMemo(() => {
+    const keys = new Set<string>();
+    for (const run of store.byRun.values()) for (const k of run.keys()) keys.add(k);
+    return [...keys];
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [store.version, store.epoch]);
   const configDiff = useMemo(() => diffConfigs(runs.map((r) => r.resolved_config)), [runs]);
   const runRefs = runs.map((r) => ({ id: r.id, name: r.name || `run ${r.id}` }));
   const summaryKeys = wanted.filter((k) => SUMMARY.some((s) => s.match.test(k)));
-  const loadError = runQueries.find((q) => q.error)?.error ?? keys.error;
+  const loadError = runQueries.find((q) => q.error)?.error;
 
   return (
     <div className="stack">
@@ -61,7 +67,7 @@ export function ComparePage() {
       <RunPicker selected={ids} onChange={setIds} />
       {ids.length === 0 ? <Empty title="Pick runs to compare.">Select runs above, or tick them in the <Link to="/">runs table</Link>.</Empty> :
         loadError ? <ErrorBox error={loadError} /> :
-          runQueries.some((q) => q.isLoading) || keys.isLoading ? <Loading what="Loading runs" /> : (
+          runQueries.some((q) => q.isLoading) ? <Loading what="Loading runs" /> : (
             <>
               <div className="row">
                 {runs.map((r, i) => (
