@@ -125,4 +125,5 @@ def test_one_request_for_a_page_of_charts_with_key_patterns(client):
     only = client.get(f"{API}/metrics", params={"run_id": b["id"], "key_pattern": ["^timing_s/(?!step$)"]}).json()
     assert [s["key"] for s in only["data"]] == ["timing_s/gen"]
     assert client.get(f"{API}/metrics", params={"run_id": a["id"], "key_pattern": ["("]}).status_code == 422
+    assert client.get(f"{API}/metrics", params={"run_id": a["id"], "key_pattern": ["^(a+)+$"]}).status_code == 422
     assert client.get(f"{API}/metrics", params={"run_id": a["id"]}).status_code == 422

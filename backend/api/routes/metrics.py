@@ -81,6 +81,9 @@ def export_metrics(session: SessionDep, run_id: int, format: Literal["csv", "par
     return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
+_NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+}][^)]*\)\s*[*+{]")
+
+
 @router.get("/metrics", response_model=MetricSeriesList)
 def query_metrics(session: SessionDep,
                   run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
@@ -94,6 +97,8 @@ def query_metrics(session: SessionDep,
     """Runs x keys x step range, for charts and comparisons: one request for a whole page of charts."""
     keys = list(key or [])
     if key_pattern:
+        if any(_NESTED_QUANTIFIER.search(p) for p in key_pattern):  # (a+)+ and kin backtrack exponentially
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "key_pattern: nested quantifiers are refused")
         try:
             patterns = [re.compile(p) for p in key_pattern]
         except re.error as exc:
