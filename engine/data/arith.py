@@ -1,6 +1,6 @@
 """Synthetic arithmetic ("82+53=?" -> "135") as train/test parquet in verl's row schema.
 
-    python -m engine.data.arith --local_dir ~/data/arith [--train_size 5000] [--test_size 1000] [--seed 0]
+    python -m engine.data.arith --local_dir ~/data/arith [--train_size 14000] [--test_size 1000] [--seed 0]
 
 Each row: data_source="arith", prompt=[{"role": "user", "content": "82+53=?"}], ability="math",
 reward_model={"style": "rule", "ground_truth": "135"}, extra_info={split, index, question, answer}.
@@ -108,7 +108,7 @@ def make_arith_rows(n: int, seed: int, split: str, max_operand: int = 99, ops: s
     return rows
 
 
-def prepare_arith(local_dir: str | os.PathLike, train_size: int = 5000, test_size: int = 1000, seed: int = 0,
+def prepare_arith(local_dir: str | os.PathLike, train_size: int = 14000, test_size: int = 1000, seed: int = 0,
                   max_operand: int = 99, ops: str = "+-", min_operand: int = 10,
                   overwrite: bool = False) -> dict[str, Path]:
     """Writes local_dir/{train,test}.parquet unless they already exist for the same parameters.
@@ -142,7 +142,7 @@ def prepare_arith(local_dir: str | os.PathLike, train_size: int = 5000, test_siz
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.data.arith", description=__doc__.split("\n")[0])
     parser.add_argument("--local_dir", default="~/data/arith", help="output directory for {train,test}.parquet")
-    parser.add_argument("--train_size", type=int, default=5000)
+    parser.add_argument("--train_size", type=int, default=14000)
     parser.add_argument("--test_size", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max_operand", type=int, default=99)

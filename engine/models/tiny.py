@@ -1,4 +1,4 @@
-"""The built-in tiny model: a 0.36M-parameter Qwen2 that answers ~37% of questions like "82+53=?" right.
+"""The built-in tiny model: a 0.36M-parameter Qwen2 that answers ~30% of questions like "82+53=?" right.
 
     python -m engine.models.tiny --out DIR              # copy the shipped model (engine/models/tiny_assets)
     python -m engine.models.tiny --out DIR --rebuild    # build it from scratch (2-3 minutes on one core)
@@ -8,12 +8,15 @@ plain Qwen2ForCausalLM directory: AutoModelForCausalLM / AutoTokenizer / vLLM lo
 
 Why a warm start, and why stop early: RL on this task only gets going once sampled answers are right often
 enough (about 15%+), and a model that is already near 100% leaves RL nothing to show. So the build trains
-supervised on the arith train questions and stops at the first evaluation where greedy accuracy on a separate
-validation set reaches 40% (the supervised curve jumps at a seed-dependent step, so a fixed step count would
-land anywhere between 15% and 45%). At 30% the model sampled right only 17% of the time at temperature 1 and RL
-started slowly; at 40% it samples 22% right (37% greedy on the test split), which leaves RL both a start and
-room. lr 5e-4 got there in ~500-600 steps on two seeds; 1e-3 took ~1000 and
-2e-3 stalled near 0% for 750 steps.
+supervised on the first 5,000 arith train questions and stops at the first evaluation where greedy accuracy on
+a separate validation set reaches 30% (the supervised curve jumps at a seed-dependent step, so a fixed step
+count would land anywhere between 15% and 45%). lr 5e-4 gets there in ~500 steps; 1e-3 took ~1000 and 2e-3
+stalled near 0% for 750 steps.
+
+Measured with the demo's GRPO (1,000 steps, cosine lr): from a 30% start held-out greedy accuracy ends near 62%
+(+32 points); from a 40% start, with a constant lr, near 64% (+21) and noisier. The tokenizer's compact chat
+template (engine.models.tokenizer.TINY_CHAT_TEMPLATE, 14-token prompts) matters for a 2-layer model: with
+Qwen's longer template (26 tokens) the same RL plateaued about +12 points above its start.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from engine.reward.arith import compute_score
 ASSETS_DIR = Path(__file__).resolve().parent / "tiny_assets"
 FACTS_FILE = "rlstudio_tiny.json"
 
-TRAIN_QUESTIONS = 5000  # the arith train split's default size: the warm start sees exactly those questions
+TRAIN_QUESTIONS = 5000  # the warm start sees the first 5,000 questions of the arith train split (RL sees more)
 VAL_QUESTIONS = 200     # the next train-pool questions: disjoint from the warm-start data and the test split
 TEST_QUESTIONS = 1000   # the arith test split's default size, evaluated after the build and recorded
 
@@ -111,7 +114,7 @@ def accuracy(model, tokenizer: PreTrainedTokenizerBase, rows: list[dict], **kwar
     return sum(compute_score(resp, r["reward_model"]["ground_truth"]) for resp, r in zip(responses, rows)) / len(rows)
 
 
-def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, target_accuracy: float = 0.40, lr: float = 5e-4,
+def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, target_accuracy: float = 0.30, lr: float = 5e-4,
                      batch_size: int = 128, eval_every: int = 25, max_steps: int = 3000, num_threads: int = 1,
                      test_questions: int = TEST_QUESTIONS, log=print) -> dict:
     """Builds the tiny model into out_dir (see the module docstring) and returns the facts it records."""

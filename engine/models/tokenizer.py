@@ -25,6 +25,17 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
+# The tiny model's compact form of the same turns: a one-letter role and no newlines, so "82+53=?" becomes a
+# 14-token prompt instead of 26. With only 2 layers, every template token between the question and the answer
+# is a distractor; the short form measurably helps RL (README, "The built-in tiny model").
+TINY_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- set role = {'system': 'S', 'user': 'Q', 'assistant': 'A'}.get(message['role'], message['role']) %}"
+    "{{- '<|im_start|>' + role + ':' + message['content'] + '<|im_end|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>A:' }}{%- endif %}"
+)
+
 
 def byte_symbols() -> list[str]:
     """The 256 byte-level symbols (GPT-2's bytes_to_unicode) in GPT-2/Qwen vocabulary order: "!" is first."""
@@ -36,10 +47,10 @@ def byte_symbols() -> list[str]:
     return [symbols[b] for b in printable] + [symbols[b] for b in range(256) if b not in printable]
 
 
-def _make(vocab: dict[str, int], model_max_length: int) -> Qwen2Tokenizer:
+def _make(vocab: dict[str, int], model_max_length: int, chat_template: str = CHAT_TEMPLATE) -> Qwen2Tokenizer:
     return Qwen2Tokenizer(
         vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token=IM_END, pad_token=ENDOFTEXT,
-        extra_special_tokens=[IM_START], chat_template=CHAT_TEMPLATE, clean_up_tokenization_spaces=False,
+        extra_special_tokens=[IM_START], chat_template=chat_template, clean_up_tokenization_spaces=False,
         model_max_length=model_max_length,
     )
 
@@ -50,7 +61,7 @@ def build_char_tokenizer(model_max_length: int = 512) -> Qwen2Tokenizer:
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     for symbol in byte_symbols():
         vocab[symbol] = len(vocab)
-    return _make(vocab, model_max_length)
+    return _make(vocab, model_max_length, TINY_CHAT_TEMPLATE)
 
 
 def build_byte_tokenizer(model_max_length: int = 32768) -> Qwen2Tokenizer:

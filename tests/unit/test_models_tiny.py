@@ -77,7 +77,7 @@ def test_greedy_accuracy_on_the_test_split_leaves_room_for_rl(model_and_tokenize
 
 def test_build_facts_are_recorded(tiny_dir, model_and_tokenizer):
     facts = json.loads((tiny_dir / "rlstudio_tiny.json").read_text())
-    assert facts["val_greedy_accuracy"] >= facts["target_val_accuracy"] == 0.40
+    assert facts["val_greedy_accuracy"] >= facts["target_val_accuracy"] == 0.30
     assert facts["test_questions"] == TEST_QUESTIONS
     assert 0.15 <= facts["test_sampled_accuracy_t1"] <= facts["test_greedy_accuracy"] <= 0.50
     assert facts["num_parameters"] == model_and_tokenizer[0].num_parameters()

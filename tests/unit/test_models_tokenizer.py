@@ -43,18 +43,23 @@ def test_round_trip(which, request):
         assert tok.decode(ids) == text
 
 
-def test_skip_special_tokens_and_chat_template(char_tok):
+def test_skip_special_tokens_and_chat_template(char_tok, byte_tok):
     messages = [{"role": "user", "content": "82+53=?"}]
+    # the tiny model's compact template: one-letter roles, no newlines (14 tokens for this prompt)
     prompt = char_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    assert prompt == "<|im_start|>user\n82+53=?<|im_end|>\n<|im_start|>assistant\n"
-    assert char_tok.apply_chat_template(messages, tokenize=False) == "<|im_start|>user\n82+53=?<|im_end|>\n"
+    assert prompt == "<|im_start|>Q:82+53=?<|im_end|><|im_start|>A:"
+    assert len(char_tok.encode(prompt)) == 14
+    assert char_tok.apply_chat_template(messages, tokenize=False) == "<|im_start|>Q:82+53=?<|im_end|>"
     with_system = char_tok.apply_chat_template([{"role": "system", "content": "Be brief."}] + messages,
                                                tokenize=False, add_generation_prompt=True)
-    assert with_system == "<|im_start|>system\nBe brief.<|im_end|>\n" + prompt
+    assert with_system == "<|im_start|>S:Be brief.<|im_end|>" + prompt
+    # the Qwen stand-in keeps Qwen's own format
+    assert byte_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
+        "<|im_start|>user\n82+53=?<|im_end|>\n<|im_start|>assistant\n"
 
     ids = char_tok.encode(prompt + "135<|im_end|>")
     assert ids.count(1) == 2 and ids[-1] == 2  # specials are single tokens, never spelled out
-    assert char_tok.decode(ids, skip_special_tokens=True) == "user\n82+53=?\nassistant\n135"
+    assert char_tok.decode(ids, skip_special_tokens=True) == "Q:82+53=?A:135"
     assert char_tok.decode(ids) == prompt + "135<|im_end|>"
 
 
