@@ -108,9 +108,63 @@ def entropy_from_logits(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SI
     return _Entropy.apply(flat_logits, chunk_size).reshape(logits.shape[:-1])
 
 
+def _chunk_forward(chunk: torch.Tensor, labels: torch.Tensor, inv_temp: float, with_entropy: bool):
+    """(logsumexp, label log-prob, entropy or None) of one chunk of (unscaled) logits, all fp32."""
+    x = chunk.float() * inv_temp
+    lse = torch.logsumexp(x, dim=-1)
+    lp = x.gather(-1, labels[:, None]).squeeze(-1) - lse
+    if not with_entropy:
+        return lse, lp, None
+    probs = torch.exp(x - lse[:, None])
+    return lse, lp, lse - _softmax_times_logits(probs, x).sum(-1)
+
+
+def _chunk_backward(chunk, labels, lse, entropy, g_lp, g_ent, inv_temp: float):
+    """Gradient w.r.t. one chunk of logits, in their dtype: d log p_y / d l_j = 1[j == y] - p_j and
+    dH / d l_j = -p_j (l_j - E_p[l]) with E_p[l] = lse - H, times 1/T for the temperature."""
+    x = chunk.float() * inv_temp
+    probs = torch.exp(x - lse[:, None])
+    grad = torch.zeros_like(probs)
+    if g_ent is not None:
+        grad = grad - _softmax_times_logits(probs, x - (lse - entropy)[:, None]) * g_ent[:, None]
+    if g_lp is not None:
+        onehot = torch.arange(x.shape[-1], device=x.device)[None, :] == labels[:, None]
+        grad = grad + (onehot.float() - probs) * g_lp[:, None]
+    return (grad * inv_temp).to(chunk.dtype)
+
+
+_COMPILED: dict = {}
+
+
+def _kernels(device: torch.device):
+    """On CUDA the chunk math goes through torch.compile: one fused kernel reads the bf16 logits once instead
+    of a dozen fp32 passes. Elsewhere (or if compiling fails) the same functions run eagerly."""
+    if device.type != "cuda" or _COMPILED.get("failed"):
+        return _chunk_forward, _chunk_backward
+    if "fwd" not in _COMPILED:
+        _COMPILED["fwd"] = torch.compile(_chunk_forward, dynamic=True)
+        _COMPILED["bwd"] = torch.compile(_chunk_backward, dynamic=True)
+    return _COMPILED["fwd"], _COMPILED["bwd"]
+
+
+def _run(kind: str, device: torch.device, *args):
+    fwd, bwd = _kernels(device)
+    fn = fwd if kind == "fwd" else bwd
+    if fn is _chunk_forward or fn is _chunk_backward:
+        return fn(*args)
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a compiler problem must not stop training: run eagerly
+        import warnings
+
+        warnings.warn(f"log-prob kernels: torch.compile failed ({type(exc).__name__}: {exc}); running eagerly")
+        _COMPILED["failed"] = True
+        return (_chunk_forward if kind == "fwd" else _chunk_backward)(*args)
+
+
 class _LogProbEntropy(torch.autograd.Function):
-    """Both outputs from one pass per chunk (one upcast, one logsumexp), temperature folded in (no scaled
-    copy of the logits), and one softmax per chunk in backward for whichever outputs get a gradient."""
+    """Both outputs from one pass per chunk (one read of the logits, one logsumexp), temperature folded in (no
+    scaled copy of the logits), and one softmax per chunk in backward for whichever outputs get a gradient."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, inv_temp: float, chunk_size: int,
@@ -120,15 +174,12 @@ class _LogProbEntropy(torch.autograd.Function):
         lse = torch.empty(n, dtype=torch.float32, device=logits.device)
         entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
         for start, end in _chunks(n, chunk_size):
-            chunk = logits[start:end].float()
-            if inv_temp != 1.0:
-                chunk = chunk * inv_temp  # not in place: .float() of fp32 logits is the input itself
-            chunk_lse = torch.logsumexp(chunk, dim=-1)
-            lse[start:end] = chunk_lse
-            out[start:end] = chunk.gather(-1, labels[start:end, None]).squeeze(-1) - chunk_lse
+            c_lse, c_lp, c_ent = _run("fwd", logits.device, logits[start:end], labels[start:end], inv_temp,
+                                      with_entropy)
+            lse[start:end] = c_lse
+            out[start:end] = c_lp
             if with_entropy:
-                probs = torch.exp(chunk - chunk_lse[:, None])
-                entropy[start:end] = chunk_lse - _softmax_times_logits(probs, chunk).sum(-1)
+                entropy[start:end] = c_ent
         ctx.save_for_backward(logits, labels, lse, entropy)
         ctx.inv_temp, ctx.chunk_size = inv_temp, chunk_size
         ctx.set_materialize_grads(False)
@@ -142,21 +193,11 @@ class _LogProbEntropy(torch.autograd.Function):
             return None, None, None, None, None
         grad_logits = torch.empty_like(logits)
         for start, end in _chunks(logits.shape[0], ctx.chunk_size):
-            chunk = logits[start:end].float()
-            if ctx.inv_temp != 1.0:
-                chunk = chunk * ctx.inv_temp
-            probs = torch.exp(chunk - lse[start:end, None])
-            grad = torch.zeros_like(probs)
-            if grad_ent is not None:  # dH/dl_j = -p_j (l_j - E_p[l]),  E_p[l] = lse - H
-                expected = (lse[start:end] - entropy[start:end])[:, None]
-                grad -= _softmax_times_logits(probs, chunk - expected) * grad_ent[start:end, None].float()
-            if grad_lp is not None:  # d log p_y / d l_j = 1[j == y] - p_j
-                g = grad_lp[start:end, None].float()
-                grad -= probs * g
-                grad.scatter_add_(-1, labels[start:end, None], g)
-            if ctx.inv_temp != 1.0:
-                grad.mul_(ctx.inv_temp)
-            grad_logits[start:end] = grad.to(logits.dtype)
+            grad_logits[start:end] = _run(
+                "bwd", logits.device, logits[start:end], labels[start:end], lse[start:end],
+                entropy[start:end] if grad_ent is not None else None,
+                grad_lp[start:end].float() if grad_lp is not None else None,
+                grad_ent[start:end].float() if grad_ent is not None else None, ctx.inv_temp)
         return grad_logits, None, None, None, None
 
 

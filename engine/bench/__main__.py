@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--algo", default="grpo", choices=["grpo", "ppo"], help="ppo: GAE with a critic")
     p.add_argument("--vs-trl", action="store_true", help="also run TRL's GRPOTrainer and print the ratio")
     p.add_argument("--trl-only", action="store_true", help="run TRL alone (no engine run)")
+    p.add_argument("--no-engine", action="store_true", help="skip the engine run (e.g. anchors alone)")
     p.add_argument("--anchors", action="store_true", help="also time plain generate and plain fwd+bwd")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     p.add_argument("--steps", type=int, default=3, help="timed steps; figures are medians (default 3)")
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"t": round(time.time(), 1), **record}, default=str), file=sys.stderr, flush=True)
 
     engine_step = None
-    if not args.trl_only:
+    if not (args.trl_only or args.no_engine):
         from engine.bench.engine_run import run_engine
 
         res = run_engine(w, args.algo, args.warmup, args.steps, device, args.overrides, log)

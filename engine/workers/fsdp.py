@@ -55,7 +55,9 @@ def shard_model(model: nn.Module, mesh, *, param_dtype=None, reduce_dtype=torch.
     kwargs = dict(mesh=mesh, mp_policy=mp, offload_policy=offload)
     for layer in decoder_layers(model):
         fully_shard(layer, reshard_after_forward=reshard_after_forward, **kwargs)
+        layer._rl_reshard_after_forward = reshard_after_forward
     fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
+    model._rl_reshard_after_forward = reshard_after_forward
     return model
 
 
@@ -78,7 +80,7 @@ def unsharded(model: nn.Module):
     finally:
         for m in mods:
             m.reshard()
-            m.set_reshard_after_forward(True, recurse=False)
+            m.set_reshard_after_forward(getattr(m, "_rl_reshard_after_forward", True), recurse=False)
 
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -53,14 +53,17 @@ def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: in
 def hf_options(rollout_cfg, device: str) -> dict:
     """`actor_rollout_ref.rollout.engine_kwargs.hf.*` (added with `+key=value`): `decode` = static (static KV
     cache + CUDA graphs, engine/workers/rollout_static.py; the default on GPU) or generate (transformers'
-    `generate`; the default on CPU); `cuda_graphs` = true/false (static decode only)."""
+    `generate`; the default on CPU); `cuda_graphs` = true/false and `compile` = true/false (torch.compile of
+    the decode step's norms and MLPs; default true on GPU) — both static decode only."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
     decode = str(opts.get("decode", "static" if device == "cuda" else "generate"))
     if decode not in ("static", "generate"):
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode!r}: use static or generate")
-    graphs = opts.get("cuda_graphs", True)
-    graphs = graphs if isinstance(graphs, bool) else str(graphs).lower() in ("1", "true", "yes")
-    return {"decode": decode, "cuda_graphs": graphs}
+    def flag(key, default):
+        value = opts.get(key, default)
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+
+    return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda")}
 
 
 class HFRollout:
@@ -72,7 +75,8 @@ class HFRollout:
         if self.options["decode"] == "static":
             from engine.workers.rollout_static import StaticDecoder
 
-            self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"])
+            self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"],
+                                        compile_blocks=self.options["compile"])
 
     def sampling_kwargs(self, validate: bool) -> dict:
         src = self.cfg.val_kwargs if validate else self.cfg

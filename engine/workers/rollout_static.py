@@ -69,11 +69,42 @@ def _set_tensor(root: torch.nn.Module, name: str, tensor: torch.Tensor, kind: st
 class StaticDecoder:
     """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
 
-    def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True):
+    def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False):
         self.src = module
         self.cuda_graphs = cuda_graphs
+        self.compile_blocks = compile_blocks
         self.twin = None
         self.graph_failed = False
+        self._blocks: list[tuple[torch.nn.Module, object, object]] = []  # (module, eager fwd, compiled fwd)
+
+    def _prepare_compiled_blocks(self, twin) -> None:
+        """`compile`: the decode step's RMSNorms and MLPs go through torch.compile (each a few fused kernels
+        instead of a dozen small ones; the KV-cache attention stays eager). One compiled graph serves all
+        layers: these blocks read no per-layer Python state."""
+        for name, mod in twin.named_modules():
+            leaf = name.rpartition(".")[2]
+            if leaf in ("input_layernorm", "post_attention_layernorm", "mlp", "norm"):
+                eager = mod.forward
+                self._blocks.append((mod, eager, torch.compile(eager, dynamic=False)))
+
+    def _try_compiled(self, bsz: int, hidden: int, dtype, device) -> None:
+        """Compile ahead on the decode shape (outside any graph capture); any failure → eager blocks."""
+        if not self._blocks:
+            return
+        try:
+            seen = set()
+            for mod, _, compiled in self._blocks:
+                if type(mod) not in seen:
+                    seen.add(type(mod))
+                    compiled(torch.zeros(bsz, 1, hidden, dtype=dtype, device=device))
+        except Exception as exc:  # noqa: BLE001
+            warnings.warn(f"static decode: torch.compile of norms/MLPs failed ({type(exc).__name__}: {exc}); "
+                          "running them eagerly")
+            self._blocks = []
+
+    def _use_compiled(self, on: bool) -> None:
+        for mod, eager, compiled in self._blocks:
+            mod.forward = compiled if on else eager
 
     # ---- the twin ----------------------------------------------------------------------------------
     def bind(self) -> torch.nn.Module:
@@ -88,6 +119,8 @@ class StaticDecoder:
                 twin = AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_NAME)
             twin.eval()
             self.twin = twin
+            if self.compile_blocks:
+                self._prepare_compiled_blocks(twin)
         src_params = dict(self.src.named_parameters(remove_duplicate=False))
         src_buffers = dict(self.src.named_buffers(remove_duplicate=False))
         for name, _ in list(self.twin.named_parameters(remove_duplicate=False)):
@@ -131,28 +164,32 @@ class StaticDecoder:
         last_pos = position_ids[:, -1:]
 
         def sample_and_store(logits: torch.Tensor) -> None:
+            # In place on one fp32 copy: a token that top-k/top-p/min-tokens mask out is never sampled, so the
+            # sampled token's (temperature-scaled) logit is unchanged by the masking and its log-prob under
+            # the actor's distribution is x[tok] - logsumexp(x), with the logsumexp taken before masking.
             x = logits.float()
             if temp != 1.0:
-                x = x / temp
-            lse = torch.logsumexp(x, dim=-1, keepdim=True)
-            y = x
+                x.mul_(1.0 / temp)
+            lse = torch.logsumexp(x, dim=-1)
             if eos_t is not None and min_new_tokens > 0:  # forbid the end token until min_new_tokens
                 block = torch.where(state["k"] < min_new_tokens, float("-inf"), 0.0)
-                y = y.index_add(1, eos_t, block.expand(bsz, eos_t.numel()).contiguous())
+                x.index_add_(1, eos_t, block.expand(bsz, eos_t.numel()).contiguous())
             if do_sample and top_k and top_k > 0:
-                kth = torch.topk(y, int(top_k), dim=-1).values[:, -1:]
-                y = y.masked_fill(y < kth, float("-inf"))
+                kth = torch.topk(x, int(top_k), dim=-1).values[:, -1:]
+                x.masked_fill_(x < kth, float("-inf"))
             if do_sample and top_p < 1.0:
-                sorted_y, order = torch.sort(y, dim=-1, descending=True)
-                probs = torch.softmax(sorted_y, dim=-1)
+                sorted_x, order = torch.sort(x, dim=-1, descending=True)
+                probs = torch.softmax(sorted_x, dim=-1)
                 drop = (probs.cumsum(-1) - probs) > top_p
-                y = torch.full_like(y, float("-inf")).scatter(1, order, sorted_y.masked_fill(drop, float("-inf")))
+                x.scatter_(1, order, sorted_x.masked_fill_(drop, float("-inf")))
+                del sorted_x, order, probs, drop
             if do_sample:
-                noise = torch.empty_like(y).exponential_()
-                tok = (y - noise.log()).argmax(dim=-1)  # Gumbel-max: a sample of softmax(y)
+                noise = torch.empty_like(x).exponential_().log_()
+                tok = (x - noise).argmax(dim=-1)  # Gumbel-max: a sample of softmax(x)
+                del noise
             else:
-                tok = y.argmax(dim=-1)
-            lp = x.gather(1, tok[:, None]).squeeze(1) - lse.squeeze(1)
+                tok = x.argmax(dim=-1)
+            lp = x.gather(1, tok[:, None]).squeeze(1) - lse
             done = state["done"]
             tok = torch.where(done, pad_id, tok)
             lp = torch.where(done, 0.0, lp)
@@ -181,6 +218,8 @@ class StaticDecoder:
         del out
 
         produced = 1
+        self._try_compiled(bsz, twin.config.hidden_size, twin.model.embed_tokens.weight.dtype, device)
+        self._use_compiled(True)  # decode steps only: the prefill's shapes are compiled for nothing
         use_graph = self.cuda_graphs and device.type == "cuda" and not self.graph_failed
         graph = None
         if use_graph and response_length > 4:
@@ -208,5 +247,6 @@ class StaticDecoder:
             produced += 1
             if eos_t is not None and produced % 32 == 0 and produced >= min_new_tokens and bool(state["done"].all()):
                 break
+        self._use_compiled(False)
         del graph, cache
         return state["responses"], state["log_probs"]

@@ -128,8 +128,10 @@ class TrainWorker:
     def _shard(self, model, fsdp_cfg, compute_dtype):
         if fsdp_cfg.model_dtype:
             model = model.to(DTYPES[fsdp_cfg.model_dtype])
+        # One worker: nothing to reshard over; keeping the gathered layer between forward and backward saves an
+        # all-gather per layer and micro-batch (the backward still reshards, so updated weights are re-gathered).
         return shard_model(model, self.mesh, param_dtype=compute_dtype,
-                           reshard_after_forward=fsdp_cfg.reshard_after_forward,
+                           reshard_after_forward=fsdp_cfg.reshard_after_forward and self.world > 1,
                            # FSDP2 offloads parameters, gradients and optimizer state together
                            cpu_offload=(fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload)
                            and self.device_type == "cuda")
