@@ -7,7 +7,7 @@ from engine.algos.kl import kl_penalty
 from engine.algos.losses import agg_loss, compute_policy_loss
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_log_probs, micro_batches, pad_to, response_log_probs, unpermute
-from engine.workers.fsdp import clip_grad_norm
+from engine.workers.fsdp import clip_grad_norm, to_floats
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "advantages")
 
@@ -41,8 +41,8 @@ class Actor:
         metrics: dict[str, list[float]] = {}
         produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
 
-        def add(key, value):
-            metrics.setdefault(key, []).append(float(value))
+        def add(key, value):  # tensors stay on the device until the end: no sync per micro-batch
+            metrics.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else float(value))
 
         self.module.train()
         generator = torch.Generator().manual_seed(int(batch.info.get("global_step", 0)))
@@ -69,18 +69,18 @@ class Actor:
                     if cfg.entropy_coeff != 0:
                         entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode)
                         loss = loss - cfg.entropy_coeff * entropy_loss
-                        add("actor/entropy_loss", entropy_loss.item())
+                        add("actor/entropy_loss", entropy_loss)
                     if cfg.use_kl_loss:
                         kld = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
                         kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode)
                         loss = loss + cfg.kl_loss_coef * kl_loss
-                        add("actor/kl_loss", kl_loss.item())
+                        add("actor/kl_loss", kl_loss)
                         add("actor/kl_coef", cfg.kl_loss_coef)
                     (loss * (len(mb) / len(mini))).backward()
-                    add("actor/pg_loss", pg["pg_loss"].item())
-                    add("actor/pg_clipfrac", pg["pg_clipfrac"].item())
-                    add("actor/ppo_kl", pg["ppo_kl"].item())
-                    add("actor/pg_clipfrac_lower", pg["pg_clipfrac_lower"].item())
+                    add("actor/pg_loss", pg["pg_loss"])
+                    add("actor/pg_clipfrac", pg["pg_clipfrac"])
+                    add("actor/ppo_kl", pg["ppo_kl"])
+                    add("actor/pg_clipfrac_lower", pg["pg_clipfrac_lower"])
                 if on_policy:
                     for k, parts in mini_produced.items():
                         produced[k].append(unpermute(torch.cat(parts), order))
@@ -90,9 +90,10 @@ class Actor:
                 else:  # a non-finite gradient would poison the weights: skip this mini-batch
                     add("actor/grad_norm_nonfinite", 1.0)
                 self.optimizer.zero_grad(set_to_none=True)
-                add("actor/grad_norm", grad_norm.item())
+                add("actor/grad_norm", grad_norm)
         add("actor/lr", self.scheduler.get_last_lr()[0])
         self.scheduler.step()
+        metrics = to_floats(metrics)
         out = Batch({k: torch.cat(v) for k, v in produced.items()}) if on_policy else Batch()
         return metrics, out
 

@@ -7,7 +7,7 @@ from engine.algos.losses import compute_value_loss
 from engine.algos.utils import masked_mean
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_values, micro_batches, response_values
-from engine.workers.fsdp import clip_grad_norm
+from engine.workers.fsdp import clip_grad_norm, to_floats
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "values", "returns")
 
@@ -29,8 +29,8 @@ class Critic:
         data = batch.select(UPDATE_INPUTS, meta_keys=())
         metrics: dict[str, list[float]] = {}
 
-        def add(key, value):
-            metrics.setdefault(key, []).append(float(value))
+        def add(key, value):  # tensors stay on the device until the end: no sync per micro-batch
+            metrics.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else float(value))
 
         self.module.train()
         for _ in range(cfg.ppo_epochs):
@@ -44,17 +44,17 @@ class Critic:
                                                               cliprange_value=cfg.cliprange_value,
                                                               loss_agg_mode=cfg.loss_agg_mode)
                     (vf_loss * (len(mb) / len(mini))).backward()
-                    add("critic/vf_loss", vf_loss.item())
-                    add("critic/vf_clipfrac", vf_clipfrac.item())
-                    add("critic/vpred_mean", masked_mean(vpreds.detach(), mask).item())
+                    add("critic/vf_loss", vf_loss)
+                    add("critic/vf_clipfrac", vf_clipfrac)
+                    add("critic/vpred_mean", masked_mean(vpreds.detach(), mask))
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.optimizer.step()
                 else:
                     add("critic/grad_norm_nonfinite", 1.0)
                 self.optimizer.zero_grad(set_to_none=True)
-                add("critic/grad_norm", grad_norm.item())
+                add("critic/grad_norm", grad_norm)
         add("critic/lr", self.scheduler.get_last_lr()[0])
         self.scheduler.step()
-        return metrics
+        return to_floats(metrics)
 

@@ -96,3 +96,14 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
     if hasattr(norm, "full_tensor"):
         norm = norm.full_tensor()
     return norm
+
+
+def to_floats(metrics: dict[str, list]) -> dict[str, list[float]]:
+    """Metric lists holding device tensors (kept so the update loop never waits on the GPU) → floats, with
+    one synchronisation for all of them."""
+    tensors = [v for values in metrics.values() for v in values if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return {k: [float(v) for v in values] for k, values in metrics.items()}
+    device = tensors[0].device
+    flat = iter(torch.stack([t.float().reshape(()).to(device) for t in tensors]).tolist())
+    return {k: [next(flat) if isinstance(v, torch.Tensor) else float(v) for v in values] for k, values in metrics.items()}
