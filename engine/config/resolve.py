@@ -19,7 +19,27 @@ def world_size(cfg: PPOConfig) -> int:
     return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
 
 
+def _refuse_unsupported(cfg: PPOConfig) -> None:
+    """verl keys that rlstudio parses but does not implement: refuse a non-default value rather than train
+    something other than what was asked for."""
+    arr = cfg.actor_rollout_ref
+    for key, value in (("actor_rollout_ref.model.lora_rank", arr.model.lora_rank),
+                       ("critic.model.lora_rank", cfg.critic.model.lora_rank)):
+        if value:
+            raise ConfigError(f"{key}={value}: LoRA is not supported yet; remove the key (or set it to 0) to "
+                              "train all weights.")
+    for key, value in (("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                        arr.actor.ulysses_sequence_parallel_size),
+                       ("actor_rollout_ref.ref.ulysses_sequence_parallel_size", arr.ref.ulysses_sequence_parallel_size),
+                       ("critic.ulysses_sequence_parallel_size", cfg.critic.ulysses_sequence_parallel_size),
+                       ("reward_model.ulysses_sequence_parallel_size", cfg.reward_model.ulysses_sequence_parallel_size)):
+        if value != 1:
+            raise ConfigError(f"{key}={value}: Ulysses sequence parallelism is not supported yet; set it to 1 "
+                              "(sequences are sharded by FSDP2 data parallelism only).")
+
+
 def resolve(cfg: PPOConfig) -> PPOConfig:
+    _refuse_unsupported(cfg)
     cfg = cfg.model_copy(deep=True)
     data, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     actor, rollout, ref, critic = arr.actor, arr.rollout, arr.ref, cfg.critic

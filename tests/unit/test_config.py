@@ -85,6 +85,16 @@ def test_batch_size_checks():
     assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 12  # largest divisor of 24 that is <= 16
 
 
+@pytest.mark.parametrize("override", ["actor_rollout_ref.model.lora_rank=8", "critic.model.lora_rank=4",
+                                      "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+                                      "critic.ulysses_sequence_parallel_size=2"])
+def test_unimplemented_verl_features_are_refused_by_name(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*not supported"):
+        build_config([override])
+    build_config([key + ("=0" if "lora" in key else "=1")])  # the default stays accepted
+
+
 def test_named_configs_validate():
     for name in ("demo", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo"):
         build_config([], config_name=name)
