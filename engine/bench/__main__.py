@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             emit({"impl": "rlstudio", "phase": "old_log_prob", "timing_s": 0.0, "tokens_per_s": None,
                   "note": "skipped: one epoch over one mini-batch is on-policy; the actor update computes "
                           "the old log-probs in its own forward"})
-        for name, phase in phases.items():
+        for phase in phases.values():
             emit({"impl": "rlstudio", **phase})
         mem = res["memory"]
         emit({"impl": "rlstudio", "phase": "memory",

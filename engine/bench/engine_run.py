@@ -5,8 +5,6 @@ from __future__ import annotations
 import statistics
 import time
 
-import torch
-
 from engine.bench.workloads import Workload, bench_score, model_dir, prompt_token_ids
 
 ASCII_IDS = 94  # ids 0..93 of the byte tokenizer are the printable ASCII characters '!'..'~'

@@ -248,5 +248,5 @@ class StaticDecoder:
             if eos_t is not None and produced % 32 == 0 and produced >= min_new_tokens and bool(state["done"].all()):
                 break
         self._use_compiled(False)
-        del graph, cache
+        del graph  # the cache goes with this frame
         return state["responses"], state["log_probs"]
