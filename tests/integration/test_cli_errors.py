@@ -94,3 +94,12 @@ def test_more_workers_than_the_machine_has(tiny_model, arith_data, tmp_path):
     if (out / "metrics.jsonl").exists():
         assert all("training/global_step" not in json.loads(x)["data"]
                    for x in (out / "metrics.jsonl").read_text().splitlines())
+
+
+def test_vllm_tensor_parallel_on_cpu_is_refused_before_workers_start(tiny_model, arith_data, tmp_path):
+    args = base_args(tiny_model, arith_data, tmp_path / "o", **{
+        "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
+        "trainer.device": "cpu"})
+    err = run_bad(args, tmp_path)
+    assert "tensor_model_parallel_size" in err and "set it to 1" in err
+    assert not (tmp_path / "o").exists()  # refused before anything was written
