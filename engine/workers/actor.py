@@ -8,6 +8,7 @@ from engine.algos.losses import agg_loss, compute_policy_loss
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_log_probs, micro_batches, pad_to, response_log_probs, unpermute
 from engine.workers.fsdp import clip_grad_norm, to_floats
+from engine.workers.loss_weights import micro_batch_weights
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "advantages")
 
@@ -53,8 +54,11 @@ class Actor:
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 mbs, order = micro_batches(mini, self.micro_batch, self.max_tokens)
+                weights = micro_batch_weights([mb["response_mask"] for mb in mbs], mini["response_mask"],
+                                              cfg.loss_agg_mode)
                 mini_produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
-                for mb in mbs:
+                pg_loss = 0.0  # the mini-batch's loss: the micro-batches' losses by their weights
+                for mb, weight in zip(mbs, weights):
                     mask = mb["response_mask"].float()
                     log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
                                                            calc_entropy=cfg.entropy_coeff != 0 or on_policy)
@@ -76,14 +80,15 @@ class Actor:
                         loss = loss + cfg.kl_loss_coef * kl_loss
                         add("actor/kl_loss", kl_loss)
                         add("actor/kl_coef", cfg.kl_loss_coef)
-                    (loss * (len(mb) / len(mini))).backward()
-                    add("actor/pg_loss", pg["pg_loss"])
+                    (loss * weight).backward()
+                    pg_loss = pg_loss + pg["pg_loss"].detach() * weight
                     add("actor/pg_clipfrac", pg["pg_clipfrac"])
                     add("actor/ppo_kl", pg["ppo_kl"])
                     add("actor/pg_clipfrac_lower", pg["pg_clipfrac_lower"])
                 if on_policy:
                     for k, parts in mini_produced.items():
                         produced[k].append(unpermute(torch.cat(parts), order))
+                add("actor/pg_loss", pg_loss)  # x world size / mean over workers = the mini-batch's loss
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.optimizer.step()

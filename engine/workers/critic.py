@@ -8,6 +8,7 @@ from engine.algos.utils import masked_mean
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_values, micro_batches, response_values
 from engine.workers.fsdp import clip_grad_norm, to_floats
+from engine.workers.loss_weights import micro_batch_weights
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "values", "returns")
 
@@ -37,16 +38,21 @@ class Critic:
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
-                for mb in micro_batches(mini, self.micro_batch, max_tokens)[0]:  # the loss needs no row order
+                mbs = micro_batches(mini, self.micro_batch, max_tokens)[0]  # the loss needs no row order
+                weights = micro_batch_weights([mb["response_mask"] for mb in mbs], mini["response_mask"],
+                                              cfg.loss_agg_mode)
+                vf_total = 0.0
+                for mb, weight in zip(mbs, weights):
                     mask = mb["response_mask"].float()
                     vpreds = response_values(self.module, mb)
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
                                                               cliprange_value=cfg.cliprange_value,
                                                               loss_agg_mode=cfg.loss_agg_mode)
-                    (vf_loss * (len(mb) / len(mini))).backward()
-                    add("critic/vf_loss", vf_loss)
+                    (vf_loss * weight).backward()
+                    vf_total = vf_total + vf_loss.detach() * weight
                     add("critic/vf_clipfrac", vf_clipfrac)
                     add("critic/vpred_mean", masked_mean(vpreds.detach(), mask))
+                add("critic/vf_loss", vf_total)  # x world size / mean over workers = the mini-batch's loss
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.optimizer.step()

@@ -1,0 +1,19 @@
+import torch
+
+from engine.algos.losses import agg_loss
+from engine.workers.loss_weights import micro_batch_weights
+
+
+def test_token_mean_over_micro_batches_equals_token_mean_over_the_mini_batch():
+    torch.manual_seed(0)
+    loss = torch.randn(6, 5)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0],
+                         [1, 1, 1, 1, 0], [1, 0, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.float32)
+    parts = [(0, 1), (1, 4), (4, 6)]  # micro-batches of unequal sizes and token counts
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"):
+        weights = micro_batch_weights([mask[a:b] for a, b in parts], mask, mode)
+        combined = sum(agg_loss(loss[a:b], mask[a:b], mode) * w for (a, b), w in zip(parts, weights))
+        assert torch.allclose(torch.as_tensor(combined), agg_loss(loss, mask, mode), atol=1e-6), mode
+    # verl's rows-over-rows weighting would not give the token mean here
+    rows = sum(agg_loss(loss[a:b], mask[a:b], "token-mean") * (b - a) / 6 for a, b in parts)
+    assert not torch.allclose(rows, agg_loss(loss, mask, "token-mean"), atol=1e-3)
