@@ -1,4 +1,5 @@
-"""Tokenizers for the built-in models: one token per byte, Qwen's special tokens and chat format.
+"""Tokenizers for the built-in models: one token per byte, Qwen's special tokens, and Qwen's chat format (the tiny
+model's in a compact form, TINY_CHAT_TEMPLATE).
 
 Both are Qwen2Tokenizer (a PreTrainedTokenizerFast) with a BPE vocabulary of the 256 byte-level symbols and
 no merges. Saved model directories say model_type "qwen2", and transformers then always loads the tokenizer
