@@ -19,13 +19,15 @@ def _mean_over_nonempty_rows(per_row: torch.Tensor, loss_mask: torch.Tensor) -> 
     return masked_mean(per_row, has_tokens)
 
 
-def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str) -> torch.Tensor:
+def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str,
+             norm_length: int | None = None) -> torch.Tensor:
     """Reduce a [B, R] per-token loss to a scalar.
 
     token-mean: sum over valid tokens / number of valid tokens.
     seq-mean-token-sum: per-row sum over valid tokens, mean over rows.
     seq-mean-token-mean: per-row mean over valid tokens, mean over rows.
-    seq-mean-token-sum-norm: sum over valid tokens / R (a constant, so long answers are not down-weighted).
+    seq-mean-token-sum-norm: sum over valid tokens / R (a constant, so long answers are not down-weighted);
+    R is `norm_length` when given (the full response length of a micro-batch whose padding was trimmed).
     The seq-mean modes average over rows with at least one valid token; every mode gives 0 when there are
     no valid tokens at all.
     """
@@ -37,7 +39,7 @@ def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str
     if loss_agg_mode == "seq-mean-token-mean":
         return _mean_over_nonempty_rows(masked_mean(loss_mat, loss_mask, dim=-1), loss_mask)
     if loss_agg_mode == "seq-mean-token-sum-norm":
-        return masked_sum(loss_mat, loss_mask) / loss_mask.shape[-1]
+        return masked_sum(loss_mat, loss_mask) / (norm_length or loss_mask.shape[-1])
     raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; valid modes: {', '.join(LOSS_AGG_MODES)}")
 
 
@@ -82,6 +84,7 @@ def compute_policy_loss(
     clip_ratio_high: float = 0.2,
     clip_ratio_c: float = 3.0,
     loss_agg_mode: str = "token-mean",
+    norm_length: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """PPO clipped surrogate with dual clip (arXiv:1912.09729) for negative advantages.
 
@@ -112,7 +115,7 @@ def compute_policy_loss(
         ppo_kl = masked_mean(old_log_prob - log_prob, mask)
 
     return {
-        "pg_loss": agg_loss(pg_losses, mask, loss_agg_mode),
+        "pg_loss": agg_loss(pg_losses, mask, loss_agg_mode, norm_length),
         "pg_clipfrac": pg_clipfrac,
         "ppo_kl": ppo_kl,
         "pg_clipfrac_lower": pg_clipfrac_lower,
@@ -130,6 +133,7 @@ def compute_value_loss(
     *,
     cliprange_value: float | None,
     loss_agg_mode: str = "token-mean",
+    norm_length: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss: 0.5 * agg(max((v - R)^2, (v_clipped - R)^2)), v_clipped within ±c of the old values.
 
@@ -143,7 +147,7 @@ def compute_value_loss(
         vpreds_clipped = values + torch.clamp(vpreds - values, -cliprange_value, cliprange_value)
     unclipped_loss = (vpreds - returns) ** 2
     clipped_loss = (vpreds_clipped - returns) ** 2
-    vf_loss = 0.5 * agg_loss(torch.maximum(unclipped_loss, clipped_loss), mask, loss_agg_mode)
+    vf_loss = 0.5 * agg_loss(torch.maximum(unclipped_loss, clipped_loss), mask, loss_agg_mode, norm_length)
     with torch.no_grad():
         vf_clipfrac = masked_mean((clipped_loss > unclipped_loss).to(mask.dtype), mask)
     return vf_loss, vf_clipfrac

@@ -68,15 +68,16 @@ class Actor:
                         mini_produced["entropys"].append(pad_to(entropy.detach(), width))
                     pg = compute_policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
                                              clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
-                                             clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode)
+                                             clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode,
+                                             norm_length=width)  # width before padding was trimmed
                     loss = pg["pg_loss"]
                     if cfg.entropy_coeff != 0:
-                        entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode)
+                        entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode, width)
                         loss = loss - cfg.entropy_coeff * entropy_loss
                         add("actor/entropy_loss", entropy_loss)
                     if cfg.use_kl_loss:
                         kld = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
-                        kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode)
+                        kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode, width)
                         loss = loss + cfg.kl_loss_coef * kl_loss
                         add("actor/kl_loss", kl_loss)
                         add("actor/kl_coef", cfg.kl_loss_coef)

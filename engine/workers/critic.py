@@ -47,7 +47,8 @@ class Critic:
                     vpreds = response_values(self.module, mb)
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
                                                               cliprange_value=cfg.cliprange_value,
-                                                              loss_agg_mode=cfg.loss_agg_mode)
+                                                              loss_agg_mode=cfg.loss_agg_mode,
+                                                              norm_length=mini["responses"].shape[1])
                     (vf_loss * weight).backward()
                     vf_total = vf_total + vf_loss.detach() * weight
                     add("critic/vf_clipfrac", vf_clipfrac)

@@ -17,3 +17,14 @@ def test_token_mean_over_micro_batches_equals_token_mean_over_the_mini_batch():
     # verl's rows-over-rows weighting would not give the token mean here
     rows = sum(agg_loss(loss[a:b], mask[a:b], "token-mean") * (b - a) / 6 for a, b in parts)
     assert not torch.allclose(rows, agg_loss(loss, mask, "token-mean"), atol=1e-3)
+
+
+def test_sum_norm_divides_by_the_full_response_length_after_trimming():
+    torch.manual_seed(1)
+    loss = torch.randn(3, 8)
+    mask = torch.zeros(3, 8)
+    mask[:, :3] = 1  # the last 5 columns are padding in every row: a trimmed micro-batch keeps 3
+    full = agg_loss(loss, mask, "seq-mean-token-sum-norm")
+    trimmed = agg_loss(loss[:, :3], mask[:, :3], "seq-mean-token-sum-norm", norm_length=8)
+    assert torch.allclose(full, trimmed)
+    assert not torch.allclose(full, agg_loss(loss[:, :3], mask[:, :3], "seq-mean-token-sum-norm"))
