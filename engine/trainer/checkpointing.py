@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 
 LATEST = "latest_checkpointed_iteration.txt"
 
@@ -70,6 +71,11 @@ def resume_dir(trainer) -> str | None:
                                     f"(expected global_step_N with trainer_state.json inside).")
         return path
     step = latest_step(trainer.ckpt_root)
+    if step is None and os.path.exists(os.path.join(trainer.ckpt_root, LATEST)):
+        # the pointer names a checkpoint that is gone (deleted or moved): say so rather than restart silently
+        print(f"[rlstudio] warning: {os.path.join(trainer.ckpt_root, LATEST)} names a checkpoint folder that does "
+              "not exist; starting from step 0 (use trainer.resume_mode=resume_path to pick one).",
+              file=sys.stderr, flush=True)
     return step_dir(trainer.ckpt_root, step) if step is not None else None
 
 
