@@ -7,7 +7,7 @@ from engine.algos.kl import kl_penalty
 from engine.algos.losses import agg_loss, compute_policy_loss
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_log_probs, micro_batches, pad_to, response_log_probs, unpermute
-from engine.workers.fsdp import clip_grad_norm, to_floats
+from engine.workers.fsdp import accumulate, clip_grad_norm, to_floats
 from engine.workers.loss_weights import micro_batch_weights
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "advantages")
@@ -22,6 +22,7 @@ class Actor:
         self.micro_batch = actor_cfg.ppo_micro_batch_size_per_gpu
         # use_dynamic_bsz: micro-batches sized by a token budget instead of a row count
         self.max_tokens = actor_cfg.ppo_max_token_len_per_gpu if actor_cfg.use_dynamic_bsz else None
+        self.world = world
 
     def compute_log_prob(self, batch: Batch, micro: int, max_tokens: int | None = None):
         self.module.eval()
@@ -58,7 +59,8 @@ class Actor:
                                               cfg.loss_agg_mode)
                 mini_produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
                 pg_loss = 0.0  # the mini-batch's loss: the micro-batches' losses by their weights
-                for mb, weight in zip(mbs, weights):
+                for i in accumulate(self.module, len(mbs), self.world):
+                    mb, weight = mbs[i], weights[i]
                     mask = mb["response_mask"].float()
                     log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
                                                            calc_entropy=cfg.entropy_coeff != 0 or on_policy)

@@ -7,7 +7,7 @@ from engine.algos.losses import compute_value_loss
 from engine.algos.utils import masked_mean
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_values, micro_batches, response_values
-from engine.workers.fsdp import clip_grad_norm, to_floats
+from engine.workers.fsdp import accumulate, clip_grad_norm, to_floats
 from engine.workers.loss_weights import micro_batch_weights
 
 UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "values", "returns")
@@ -19,6 +19,7 @@ class Critic:
         self.cfg = critic_cfg
         self.mini_batch = critic_cfg.ppo_mini_batch_size * rollout_n // world
         self.micro_batch = critic_cfg.ppo_micro_batch_size_per_gpu
+        self.world = world
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
         self.module.eval()
@@ -42,7 +43,8 @@ class Critic:
                 weights = micro_batch_weights([mb["response_mask"] for mb in mbs], mini["response_mask"],
                                               cfg.loss_agg_mode)
                 vf_total = 0.0
-                for mb, weight in zip(mbs, weights):
+                for i in accumulate(self.module, len(mbs), self.world):
+                    mb, weight = mbs[i], weights[i]
                     mask = mb["response_mask"].float()
                     vpreds = response_values(self.module, mb)
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,

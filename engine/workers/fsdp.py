@@ -83,6 +83,28 @@ def unsharded(model: nn.Module):
             m.set_reshard_after_forward(getattr(m, "_rl_reshard_after_forward", True), recurse=False)
 
 
+def accumulate(model: nn.Module, n_micro: int, world: int):
+    """Indices of the micro-batches of one optimizer step. On a single worker the layers stay gathered and the
+    gradients accumulate unreduced (in the reduce dtype, fp32) until the last micro-batch: with one rank, the
+    all-gather before each forward and the reduce-scatter after each backward are copies that only cost time.
+    With several workers FSDP reduces after every micro-batch as usual (keeping whole gradients and gathered
+    layers on each GPU would cost memory the sharding exists to save)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    local = world == 1 and isinstance(model, FSDPModule)
+    try:
+        for i in range(n_micro):
+            if local:
+                last = i == n_micro - 1
+                model.set_requires_gradient_sync(last)
+                model.set_reshard_after_backward(last)  # the last backward reshards: the step updates shards
+            yield i
+    finally:
+        if local:
+            model.set_requires_gradient_sync(True)
+            model.set_reshard_after_backward(True)
+
+
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """Full (unsharded) CPU state dict; collective: every rank must call it. Rank 0 gets the tensors."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
