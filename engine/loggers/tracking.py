@@ -33,36 +33,61 @@ class Tracking(Logger):
                 print(f"[rlstudio] closing {type(lg).__name__} failed: {exc}", file=sys.stderr)
 
 
-def build_loggers(cfg, total_steps: int, progress: bool = True) -> Tracking:
-    tr = cfg.trainer
-    names = [tr.logger] if isinstance(tr.logger, str) else list(tr.logger)
-    out: list[Logger] = []
-    config_dict = cfg.model_dump(mode="json")
+def check_loggers(names) -> list[str]:
+    """trainer.logger as a list, every name known and its package importable; else a ConfigError saying
+    what to change (cheap: no import, so a config check can call it before anything starts)."""
+    import difflib
+    import importlib.util
+
+    from engine.config import ConfigError
+    from engine.loggers.external import PACKAGES, missing_message
+
+    names = [names] if isinstance(names, str) else list(names)
     for name in names:
         if name not in KNOWN:
-            raise ValueError(f"trainer.logger: unknown logger '{name}'. Known: {', '.join(KNOWN)}.")
-        if name == "console":
-            from engine.loggers.console import ConsoleLogger
+            close = difflib.get_close_matches(str(name), KNOWN, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"trainer.logger: unknown logger '{name}'.{hint} Known: {', '.join(KNOWN)} "
+                              f"(e.g. trainer.logger=[console,file]).")
+        if name in PACKAGES and importlib.util.find_spec(PACKAGES[name][0]) is None:
+            raise ConfigError(missing_message(name))
+    return names
 
-            out.append(ConsoleLogger(total_steps, progress=progress))
-        elif name == "file":
-            from engine.loggers.file import FileLogger
 
-            out.append(FileLogger(os.path.expanduser(tr.default_local_dir)))
-        elif name == "wandb":
-            from engine.loggers.external import WandbLogger
+def build_loggers(cfg, total_steps: int, progress: bool = True) -> Tracking:
+    tr = cfg.trainer
+    names = check_loggers(tr.logger)
+    out: list[Logger] = []
+    config_dict = cfg.model_dump(mode="json")
+    local_dir = os.path.expanduser(tr.default_local_dir)
+    n_val = tr.log_val_generations
+    try:
+        for name in names:
+            if name == "console":
+                from engine.loggers.console import ConsoleLogger
 
-            out.append(WandbLogger(tr.project_name, tr.experiment_name, config_dict))
-        elif name == "tensorboard":
-            from engine.loggers.external import TensorboardLogger
+                out.append(ConsoleLogger(total_steps, progress=progress))
+            elif name == "file":
+                from engine.loggers.file import FileLogger
 
-            out.append(TensorboardLogger(os.path.join(os.path.expanduser(tr.default_local_dir), "tensorboard")))
-        elif name == "mlflow":
-            from engine.loggers.external import MlflowLogger
+                out.append(FileLogger(local_dir))
+            elif name == "wandb":
+                from engine.loggers.external import WandbLogger
 
-            out.append(MlflowLogger(tr.project_name, tr.experiment_name, config_dict))
-        elif name == "dashboard":
-            from engine.loggers.dashboard import DashboardLogger
+                out.append(WandbLogger(tr.project_name, tr.experiment_name, config_dict, local_dir, n_val))
+            elif name == "tensorboard":
+                from engine.loggers.external import TensorboardLogger, tensorboard_dir
 
-            out.append(DashboardLogger.from_config(cfg))
+                out.append(TensorboardLogger(tensorboard_dir(local_dir), config_dict, n_val))
+            elif name == "mlflow":
+                from engine.loggers.external import MlflowLogger
+
+                out.append(MlflowLogger(tr.project_name, tr.experiment_name, config_dict, local_dir, n_val))
+            elif name == "dashboard":
+                from engine.loggers.dashboard import DashboardLogger
+
+                out.append(DashboardLogger.from_config(cfg))
+    except BaseException:
+        Tracking(out).close()  # e.g. a wandb run already started when mlflow then fails
+        raise
     return Tracking(out)
