@@ -14,8 +14,10 @@ UPDATE_INPUTS = MODEL_INPUTS + ("responses", "response_mask", "old_log_probs", "
 
 
 class Actor:
-    def __init__(self, module, optimizer, scheduler, actor_cfg, *, temperature: float, rollout_n: int, world: int):
+    def __init__(self, module, optimizer, scheduler, actor_cfg, *, temperature: float, rollout_n: int, world: int,
+                 remove_padding: bool = False):
         self.module, self.optimizer, self.scheduler = module, optimizer, scheduler
+        self.remove_padding = remove_padding  # actor_rollout_ref.model.use_remove_padding: packed micro-batches
         self.cfg = actor_cfg
         self.temperature = temperature
         self.mini_batch = actor_cfg.ppo_mini_batch_size * rollout_n // world  # sequences per worker per step
@@ -27,7 +29,7 @@ class Actor:
     def compute_log_prob(self, batch: Batch, micro: int, max_tokens: int | None = None):
         self.module.eval()
         return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens, remove_padding=self.remove_padding)
 
     def update_policy(self, batch: Batch) -> tuple[dict[str, list[float]], Batch]:
         """PPO update. Without `old_log_probs` in the batch the update is on-policy (one epoch, one
@@ -54,7 +56,7 @@ class Actor:
             width = data["responses"].shape[1]
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
-                mbs, order = micro_batches(mini, self.micro_batch, self.max_tokens)
+                mbs, order = micro_batches(mini, self.micro_batch, self.max_tokens, self.remove_padding)
                 weights = micro_batch_weights([mb["response_mask"] for mb in mbs], mini["response_mask"],
                                               cfg.loss_agg_mode)
                 mini_produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
@@ -63,7 +65,8 @@ class Actor:
                     mb, weight = mbs[i], weights[i]
                     mask = mb["response_mask"].float()
                     log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
-                                                           calc_entropy=cfg.entropy_coeff != 0 or on_policy)
+                                                           calc_entropy=cfg.entropy_coeff != 0 or on_policy,
+                                                           remove_padding=self.remove_padding)
                     old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
                     if on_policy:
                         mini_produced["old_log_probs"].append(pad_to(old_log_prob, width))

@@ -20,11 +20,13 @@ class Critic:
         self.mini_batch = critic_cfg.ppo_mini_batch_size * rollout_n // world
         self.micro_batch = critic_cfg.ppo_micro_batch_size_per_gpu
         self.world = world
+        self.remove_padding = critic_cfg.model.use_remove_padding  # packed micro-batches
 
     def compute_values(self, batch: Batch) -> torch.Tensor:
         self.module.eval()
         max_tokens = self.cfg.forward_max_token_len_per_gpu if self.cfg.use_dynamic_bsz else None
-        return batched_values(self.module, batch, self.cfg.forward_micro_batch_size_per_gpu, max_tokens)
+        return batched_values(self.module, batch, self.cfg.forward_micro_batch_size_per_gpu, max_tokens,
+                              self.remove_padding)
 
     def update_critic(self, batch: Batch) -> dict[str, list[float]]:
         cfg = self.cfg
@@ -39,14 +41,15 @@ class Critic:
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None
-                mbs = micro_batches(mini, self.micro_batch, max_tokens)[0]  # the loss needs no row order
+                # the loss needs no row order
+                mbs = micro_batches(mini, self.micro_batch, max_tokens, self.remove_padding)[0]
                 weights = micro_batch_weights([mb["response_mask"] for mb in mbs], mini["response_mask"],
                                               cfg.loss_agg_mode)
                 vf_total = 0.0
                 for i in accumulate(self.module, len(mbs), self.world):
                     mb, weight = mbs[i], weights[i]
                     mask = mb["response_mask"].float()
-                    vpreds = response_values(self.module, mb)
+                    vpreds = response_values(self.module, mb, self.remove_padding)
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
                                                               cliprange_value=cfg.cliprange_value,
                                                               loss_agg_mode=cfg.loss_agg_mode,

@@ -4,6 +4,9 @@
 Sequences are laid out as [left-padded prompt | right-padded response]; the logits that predict the
 response tokens are the R positions before the last one, so the LM head only runs on those
 (`logits_to_keep`), which spares the full-vocabulary logits of the prompt.
+
+With `remove_padding` (use_remove_padding) a micro-batch runs packed instead: its valid tokens in one row,
+attention kept inside each sequence (engine/workers/packing.py), and the outputs scattered back to [B, R].
 """
 from __future__ import annotations
 
@@ -12,26 +15,31 @@ import torch.nn.functional as F
 
 from engine.algos.logprob import logprobs_and_entropy
 from engine.protocol import Batch
+from engine.workers.packing import packed_inputs, response_sources, unpack_response
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "position_ids")
 
 
 # ---- micro-batches: padding trimmed, optionally sized by a token budget (use_dynamic_bsz) -------------------
-def token_budget_partition(prompt_lens: list[int], response_lens: list[int], max_tokens: int) -> list[list[int]]:
+def token_budget_partition(prompt_lens: list[int], response_lens: list[int], max_tokens: int,
+                           packed: bool = False) -> list[list[int]]:
     """Groups of row indices whose padded size — rows × (longest prompt + longest response in the group) —
     stays within `max_tokens` (a row longer than the budget on its own gets a group of its own). Rows are
-    taken longest first, so similar lengths share a group and little padding is computed."""
+    taken longest first, so similar lengths share a group and little padding is computed. `packed`: the
+    group runs without padding, so its size is the sum of its rows' lengths."""
     order = sorted(range(len(prompt_lens)), key=lambda i: (-(prompt_lens[i] + response_lens[i]), i))
     groups: list[list[int]] = []
     cur: list[int] = []
-    p_max = r_max = 0
+    p_max = r_max = total = 0
     for i in order:
         p, r = max(p_max, prompt_lens[i]), max(r_max, response_lens[i])
-        if cur and (len(cur) + 1) * (p + r) > max_tokens:
+        size = total + prompt_lens[i] + response_lens[i] if packed else (len(cur) + 1) * (p + r)
+        if cur and size > max_tokens:
             groups.append(cur)
-            cur, p, r = [], prompt_lens[i], response_lens[i]
+            cur, p, r, total = [], prompt_lens[i], response_lens[i], 0
         cur.append(i)
         p_max, r_max = p, r
+        total += prompt_lens[i] + response_lens[i]
     if cur:
         groups.append(cur)
     return groups
@@ -62,17 +70,19 @@ def trim_padding(mb: Batch) -> Batch:
     return Batch(tensors, dict(mb.meta), dict(mb.info))
 
 
-def micro_batches(batch: Batch, micro: int, max_tokens: int | None = None) -> tuple[list[Batch], torch.Tensor | None]:
+def micro_batches(batch: Batch, micro: int, max_tokens: int | None = None,
+                  packed: bool = False) -> tuple[list[Batch], torch.Tensor | None]:
     """Micro-batches of `batch` with padding trimmed: `micro` rows each, or with `max_tokens` (dynamic batch
-    size) as many rows as fit in that token budget. Returns (micro-batches, order): `order` is the row
-    permutation used (None when rows stay in order); `unpermute` restores per-row outputs."""
+    size) as many rows as fit in that token budget (counted without padding when `packed`). Returns
+    (micro-batches, order): `order` is the row permutation used (None when rows stay in order); `unpermute`
+    restores per-row outputs."""
     if not max_tokens:
         return [trim_padding(mb) for mb in batch.split(micro)], None
     mask = batch["attention_mask"]
     resp = batch["responses"].shape[1]
     prompt_lens = mask[:, :-resp].sum(-1).tolist()
     response_lens = mask[:, -resp:].sum(-1).tolist()
-    groups = token_budget_partition(prompt_lens, response_lens, int(max_tokens))
+    groups = token_budget_partition(prompt_lens, response_lens, int(max_tokens), packed)
     order = torch.tensor([i for g in groups for i in g], dtype=torch.long)
     mbs, start = [], 0
     for g in groups:
@@ -112,14 +122,38 @@ def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
     return logits
 
 
-def response_log_probs(model, mb: Batch, temperature: float, calc_entropy: bool = False):
-    logits = response_logits(model, mb, 1.0)  # the temperature is applied chunk by chunk, not on a copy
-    return logprobs_and_entropy(logits, mb["responses"], temperature or 1.0, calc_entropy)
+def packed_response_logits(model, mb: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits [N, V] predicting the N valid response tokens, their [B, R] mask), from one packed row; only
+    those N positions go through the LM head."""
+    resp_valid, keep = response_sources(mb["attention_mask"], mb["responses"].shape[1])
+    out = model(**packed_inputs(mb["input_ids"], mb["attention_mask"], mb["position_ids"]), use_cache=False,
+                logits_to_keep=keep)
+    logits = out.logits[0]
+    if logits.shape[0] != keep.numel():  # a model that returns every position
+        logits = logits[keep]
+    return logits, resp_valid
 
 
-def response_values(model, mb: Batch) -> torch.Tensor:
+def response_log_probs(model, mb: Batch, temperature: float, calc_entropy: bool = False,
+                       remove_padding: bool = False):
+    """Log-probs [B, R] of the response tokens (and their entropy, else None); padding positions are 0 when
+    packed (the padded path leaves whatever the model said there: callers mask them)."""
+    if not remove_padding:
+        logits = response_logits(model, mb, 1.0)  # the temperature is applied chunk by chunk, not on a copy
+        return logprobs_and_entropy(logits, mb["responses"], temperature or 1.0, calc_entropy)
+    logits, resp_valid = packed_response_logits(model, mb)
+    lp, ent = logprobs_and_entropy(logits, mb["responses"][resp_valid], temperature or 1.0, calc_entropy)
+    return unpack_response(lp, resp_valid), (unpack_response(ent, resp_valid) if ent is not None else None)
+
+
+def response_values(model, mb: Batch, remove_padding: bool = False) -> torch.Tensor:
     """Critic values at the positions that predict each response token (value of the state before it)."""
     resp_len = mb["responses"].shape[1]
+    if remove_padding:
+        resp_valid, keep = response_sources(mb["attention_mask"], resp_len)
+        out = model(**packed_inputs(mb["input_ids"], mb["attention_mask"], mb["position_ids"]), use_cache=False)
+        values = unpack_response(out.logits[0, keep, 0].float(), resp_valid)
+        return values * mb["response_mask"]
     out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"],
                 use_cache=False)
     values = out.logits[:, -resp_len - 1:-1, 0].float()
@@ -128,12 +162,13 @@ def response_values(model, mb: Batch) -> torch.Tensor:
 
 @torch.no_grad()
 def batched_log_probs(model, batch: Batch, micro: int, temperature: float, calc_entropy: bool = False,
-                      max_tokens: int | None = None):
+                      max_tokens: int | None = None, remove_padding: bool = False):
     width = batch["responses"].shape[1]
-    mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses",), meta_keys=()), micro, max_tokens)
+    mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses",), meta_keys=()), micro, max_tokens,
+                               remove_padding)
     lps, ents = [], []
     for mb in mbs:
-        lp, ent = response_log_probs(model, mb, temperature, calc_entropy)
+        lp, ent = response_log_probs(model, mb, temperature, calc_entropy, remove_padding)
         lps.append(pad_to(lp, width))
         if ent is not None:
             ents.append(pad_to(ent, width))
@@ -141,8 +176,9 @@ def batched_log_probs(model, batch: Batch, micro: int, temperature: float, calc_
 
 
 @torch.no_grad()
-def batched_values(model, batch: Batch, micro: int, max_tokens: int | None = None) -> torch.Tensor:
+def batched_values(model, batch: Batch, micro: int, max_tokens: int | None = None,
+                   remove_padding: bool = False) -> torch.Tensor:
     width = batch["responses"].shape[1]
     mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses", "response_mask"), meta_keys=()), micro,
-                               max_tokens)
-    return unpermute(torch.cat([pad_to(response_values(model, mb), width) for mb in mbs]), order)
+                               max_tokens, remove_padding)
+    return unpermute(torch.cat([pad_to(response_values(model, mb, remove_padding), width) for mb in mbs]), order)

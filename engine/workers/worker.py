@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from engine.protocol import Batch
 from engine.workers import checkpoint as ckpt
+from engine.workers import packing
 from engine.workers.actor import Actor
 from engine.workers.critic import Critic
 from engine.workers.fsdp import DTYPES, full_state_dict, shard_model
@@ -109,7 +110,9 @@ class TrainWorker:
             return torch.float32, torch.bfloat16
         return torch.float32, None
 
-    def _load_lm(self, path: str, model_cfg, cls_name: str = "causal", dtype=torch.float32):
+    def _load_lm(self, path: str, model_cfg, cls_name: str = "causal", dtype=torch.float32, packed_key: str = ""):
+        """`packed_key`: the config key that turned use_remove_padding on (attention that also runs packed
+        rows, engine/workers/packing.py); empty for plain SDPA."""
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification
 
         path = os.path.expanduser(path)
@@ -117,6 +120,9 @@ class TrainWorker:
         for k, v in (model_cfg.override_config or {}).items():
             setattr(config, k, v)
         attn = "sdpa"
+        if packed_key:
+            packing.register()  # in this worker process, before the model resolves its attention
+            attn = packing.ATTN_NAME
         if cls_name == "value":
             config.num_labels = 1
             config.classifier_dropout = 0.0  # a value head must not be noisy
@@ -124,7 +130,16 @@ class TrainWorker:
                                                                     attn_implementation=attn)
         else:
             model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn)
+        if packed_key:
+            packing.check_packable(type(model), model.config, packed_key)
         return model
+
+    def _packed_key(self, role: str) -> str:
+        """The use_remove_padding key of a role when it is on, else "" (the reference follows the actor's model)."""
+        if role == "critic":
+            return "critic.model.use_remove_padding" if self.cfg.critic.model.use_remove_padding else ""
+        on = self.cfg.actor_rollout_ref.model.use_remove_padding
+        return "actor_rollout_ref.model.use_remove_padding" if on else ""
 
     def _shard(self, model, fsdp_cfg, compute_dtype):
         if fsdp_cfg.model_dtype:
@@ -140,7 +155,7 @@ class TrainWorker:
     def _build_actor(self) -> Actor:
         arr = self.cfg.actor_rollout_ref
         master, compute = self._mixed_precision()
-        model = self._load_lm(arr.model.path, arr.model, dtype=master)
+        model = self._load_lm(arr.model.path, arr.model, dtype=master, packed_key=self._packed_key("actor"))
         if arr.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
@@ -150,12 +165,12 @@ class TrainWorker:
         optimizer = build_optimizer(self.actor_module.parameters(), arr.actor.optim, self.device_type)
         scheduler = build_scheduler(optimizer, arr.actor.optim, self.total_steps)
         return Actor(self.actor_module, optimizer, scheduler, arr.actor, temperature=arr.rollout.temperature,
-                     rollout_n=arr.rollout.n, world=self.world)
+                     rollout_n=arr.rollout.n, world=self.world, remove_padding=arr.model.use_remove_padding)
 
     def _build_reference(self):
         arr = self.cfg.actor_rollout_ref
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
-        model = self._load_lm(arr.model.path, arr.model, dtype=dtype)
+        model = self._load_lm(arr.model.path, arr.model, dtype=dtype, packed_key=self._packed_key("ref"))
         model.requires_grad_(False)
         if arr.ref.use_torch_compile:
             compile_layers(model)
@@ -164,7 +179,8 @@ class TrainWorker:
     def _build_critic(self) -> Critic:
         c = self.cfg.critic
         master, compute = self._mixed_precision()
-        model = self._load_lm(c.model.path, c.model, cls_name="value", dtype=master)
+        model = self._load_lm(c.model.path, c.model, cls_name="value", dtype=master,
+                              packed_key=self._packed_key("critic"))
         if c.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         module = self._shard(model, c.model.fsdp_config, compute)
@@ -223,7 +239,7 @@ class TrainWorker:
         with self._profile("ref", batch):
             log_probs, _ = batched_log_probs(self.ref_module, self._local(batch),
                                              arr.ref.log_prob_micro_batch_size_per_gpu, arr.rollout.temperature,
-                                             max_tokens=max_tokens)
+                                             max_tokens=max_tokens, remove_padding=arr.model.use_remove_padding)
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
 
     def compute_values(self, batch: Batch):
