@@ -134,16 +134,25 @@ def _chunk_backward(chunk, labels, lse, entropy, g_lp, g_ent, inv_temp: float):
 
 
 _COMPILED: dict = {}
+# Compiled kernels fuse the fp32 math, so nothing vocabulary-sized is materialised but their bf16 output: a chunk
+# can then be a whole micro-batch (fewer launches, no copy into the result). The cap keeps rows x vocabulary
+# below 2^31 for 32-bit indexing with vocabularies up to ~260k.
+COMPILED_CHUNK_ROWS = 8192
+
+
+def _compiled_ready(device: torch.device) -> bool:
+    return device.type == "cuda" and not _COMPILED.get("failed")
 
 
 def _kernels(device: torch.device):
     """On CUDA the chunk math goes through torch.compile: one fused kernel reads the bf16 logits once instead
     of a dozen fp32 passes. Elsewhere (or if compiling fails) the same functions run eagerly."""
-    if device.type != "cuda" or _COMPILED.get("failed"):
+    if not _compiled_ready(device):
         return _chunk_forward, _chunk_backward
     if "fwd" not in _COMPILED:
-        _COMPILED["fwd"] = torch.compile(_chunk_forward, dynamic=True)
-        _COMPILED["bwd"] = torch.compile(_chunk_backward, dynamic=True)
+        # the vocabulary stays a compile-time constant (better reduction code); only the row count is symbolic
+        _COMPILED["fwd"] = torch.compile(_chunk_forward)
+        _COMPILED["bwd"] = torch.compile(_chunk_backward)
     return _COMPILED["fwd"], _COMPILED["bwd"]
 
 
@@ -152,6 +161,9 @@ def _run(kind: str, device: torch.device, *args):
     fn = fwd if kind == "fwd" else bwd
     if fn is _chunk_forward or fn is _chunk_backward:
         return fn(*args)
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() > 0:
+            torch._dynamo.maybe_mark_dynamic(a, 0)  # one kernel for every chunk length
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - a compiler problem must not stop training: run eagerly
@@ -167,9 +179,19 @@ class _LogProbEntropy(torch.autograd.Function):
     scaled copy of the logits), and one softmax per chunk in backward for whichever outputs get a gradient."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, inv_temp: float, chunk_size: int,
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, inv_temp: float, chunk_size: int | None,
                 with_entropy: bool):
         n = logits.shape[0]
+        if chunk_size is None:
+            chunk_size = COMPILED_CHUNK_ROWS if _compiled_ready(logits.device) else DEFAULT_CHUNK_SIZE
+        if n <= chunk_size:  # one chunk: the kernels' outputs are the results, nothing to copy
+            lse, out, entropy = _run("fwd", logits.device, logits, labels, inv_temp, with_entropy)
+            if entropy is None:
+                entropy = torch.empty(0, dtype=torch.float32, device=logits.device)
+            ctx.save_for_backward(logits, labels, lse, entropy)
+            ctx.inv_temp, ctx.chunk_size = inv_temp, chunk_size
+            ctx.set_materialize_grads(False)
+            return out, entropy
         out = torch.empty(n, dtype=torch.float32, device=logits.device)
         lse = torch.empty(n, dtype=torch.float32, device=logits.device)
         entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
@@ -191,6 +213,11 @@ class _LogProbEntropy(torch.autograd.Function):
         logits, labels, lse, entropy = ctx.saved_tensors
         if grad_lp is None and grad_ent is None:
             return None, None, None, None, None
+        if logits.shape[0] <= ctx.chunk_size:
+            grad = _run("bwd", logits.device, logits, labels, lse, entropy if grad_ent is not None else None,
+                        grad_lp.float() if grad_lp is not None else None,
+                        grad_ent.float() if grad_ent is not None else None, ctx.inv_temp)
+            return grad, None, None, None, None
         grad_logits = torch.empty_like(logits)
         for start, end in _chunks(logits.shape[0], ctx.chunk_size):
             grad_logits[start:end] = _run(
@@ -202,9 +229,10 @@ class _LogProbEntropy(torch.autograd.Function):
 
 
 def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
-                         calc_entropy: bool = True, chunk_size: int = DEFAULT_CHUNK_SIZE):
+                         calc_entropy: bool = True, chunk_size: int | None = None):
     """(log softmax(logits / T)[label], entropy of softmax(logits / T) or None), fp32, in one chunked pass:
-    logits [..., V] (any float dtype, left unscaled), labels [...]."""
+    logits [..., V] (any float dtype, left unscaled), labels [...]. `chunk_size` rows per pass; default
+    DEFAULT_CHUNK_SIZE eagerly, COMPILED_CHUNK_ROWS with the compiled kernels."""
     if logits.shape[:-1] != labels.shape:
         raise ValueError(f"labels shape {tuple(labels.shape)} does not match logits {tuple(logits.shape)}[:-1]")
     if temperature <= 0:

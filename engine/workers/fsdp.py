@@ -83,6 +83,11 @@ def unsharded(model: nn.Module):
             m.set_reshard_after_forward(getattr(m, "_rl_reshard_after_forward", True), recurse=False)
 
 
+# One worker's gradient accumulation: "nosync" (no reduction and no re-gather until the last micro-batch),
+# "gathered" (layers stay gathered; FSDP reduces after every micro-batch), "off" (FSDP's usual path).
+LOCAL_ACCUMULATION = "nosync"
+
+
 def accumulate(model: nn.Module, n_micro: int, world: int):
     """Indices of the micro-batches of one optimizer step. On a single worker the layers stay gathered and the
     gradients accumulate unreduced (in the reduce dtype, fp32) until the last micro-batch: with one rank, the
@@ -91,12 +96,12 @@ def accumulate(model: nn.Module, n_micro: int, world: int):
     layers on each GPU would cost memory the sharding exists to save)."""
     from torch.distributed.fsdp import FSDPModule
 
-    local = world == 1 and isinstance(model, FSDPModule)
+    local = world == 1 and isinstance(model, FSDPModule) and LOCAL_ACCUMULATION != "off"
     try:
         for i in range(n_micro):
             if local:
                 last = i == n_micro - 1
-                model.set_requires_gradient_sync(last)
+                model.set_requires_gradient_sync(last or LOCAL_ACCUMULATION == "gathered")
                 model.set_reshard_after_backward(last)  # the last backward reshards: the step updates shards
             yield i
     finally:
