@@ -15,7 +15,6 @@ installed torch has it, otherwise an exact emulation that scatters the sequences
 """
 from __future__ import annotations
 
-import functools
 import inspect
 
 import torch
@@ -59,14 +58,20 @@ def unpack_response(values: torch.Tensor, resp_valid: torch.Tensor) -> torch.Ten
 
 
 # ---- attention -------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def torch_varlen():
-    """(varlen_attn, its keyword names) when the installed torch has it, else None."""
+def _find_varlen():
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:
         return None
     return varlen_attn, frozenset(inspect.signature(varlen_attn).parameters)
+
+
+_VARLEN = _find_varlen()  # looked up once at import: nothing to trace when decoder layers are torch.compile'd
+
+
+def torch_varlen():
+    """(varlen_attn, its keyword names) when the installed torch has it, else None."""
+    return _VARLEN
 
 
 def _varlen_kwargs(params: frozenset, scaling: float | None, gqa: bool) -> dict | None:
@@ -90,10 +95,9 @@ def _varlen_kwargs(params: frozenset, scaling: float | None, gqa: bool) -> dict 
 
 def flash_varlen(q, k, v, cu: torch.Tensor, max_len: int, scaling: float | None):
     """q [T, Hq, D], k/v [T, Hkv, D] → [T, Hq, D] with torch's varlen FlashAttention, or None if unavailable."""
-    found = torch_varlen()
-    if found is None or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16):
+    if _VARLEN is None or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16):
         return None
-    fn, params = found
+    fn, params = _VARLEN
     gqa = q.shape[1] != k.shape[1]
     kw = _varlen_kwargs(params, scaling, gqa)
     if kw is None:

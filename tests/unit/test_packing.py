@@ -234,3 +234,21 @@ def test_models_that_cannot_pack_are_refused():
     with pytest.raises(ValueError, match="sliding-window"):
         packing.check_packable(Qwen2ForCausalLM, sliding, key)
     packing.check_packable(Qwen2ForCausalLM, Qwen2Config(), key)  # a plain Qwen2 packs
+
+
+def test_packed_with_gradient_checkpointing(tiny_dir):
+    """The cu_seqlens keywords survive checkpointed decoder layers (recomputed in backward)."""
+    packing.register()
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation=packing.ATTN_NAME,
+                                                 dtype=torch.float32)
+    b = make_batch(seed=11)
+    mask = b["response_mask"].float()
+    lp, _ = response_log_probs(model, b, 1.0)
+    (lp * mask).sum().backward()
+    want = grads(model)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    lp_packed, _ = response_log_probs(model, b, 1.0, remove_padding=True)
+    (lp_packed * mask).sum().backward()
+    torch.testing.assert_close(lp_packed.detach() * mask, lp.detach() * mask, atol=1e-5, rtol=1e-5)
+    assert_grads_close(grads(model), want)
