@@ -46,8 +46,9 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     n = rollout.n
     world = world_size(cfg)
 
-    if isinstance(tr.logger, str):
-        tr.logger = [tr.logger]
+    from engine.loggers.tracking import check_loggers
+
+    tr.logger = check_loggers(tr.logger, packages=False)  # a misspelt name fails here, not after start-up
     if rollout.name == "naive":  # verl's old name of the HF rollout
         rollout.name = "hf"
     rollout.prompt_length = rollout.prompt_length or data.max_prompt_length

@@ -33,9 +33,10 @@ class Tracking(Logger):
                 print(f"[rlstudio] closing {type(lg).__name__} failed: {exc}", file=sys.stderr)
 
 
-def check_loggers(names) -> list[str]:
-    """trainer.logger as a list, every name known and its package importable; else a ConfigError saying
-    what to change (cheap: no import, so a config check can call it before anything starts)."""
+def check_loggers(names, packages: bool = True) -> list[str]:
+    """trainer.logger as a list, every name known and (with `packages`) its package importable; else a
+    ConfigError saying what to change (cheap: no import, so a config check can call it before anything starts;
+    the config validation checks names only, since packages matter where the run executes)."""
     import difflib
     import importlib.util
 
@@ -49,7 +50,7 @@ def check_loggers(names) -> list[str]:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"trainer.logger: unknown logger '{name}'.{hint} Known: {', '.join(KNOWN)} "
                               f"(e.g. trainer.logger=[console,file]).")
-        if name in PACKAGES and importlib.util.find_spec(PACKAGES[name][0]) is None:
+        if packages and name in PACKAGES and importlib.util.find_spec(PACKAGES[name][0]) is None:
             raise ConfigError(missing_message(name))
     return names
 

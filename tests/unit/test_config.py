@@ -112,3 +112,9 @@ def test_json_schema_cli_prints_the_schema():
     actor = schema["$defs"]["ActorConfig"]["properties"]
     assert actor["ppo_mini_batch_size"]["x-essential"] is True
     assert schema["$defs"]["RolloutConfig"]["properties"]["name"]["enum"] == ["hf", "naive", "vllm"]
+
+
+def test_misspelt_logger_is_refused_by_the_config_check():
+    with pytest.raises(ConfigError, match="Did you mean 'tensorboard'"):
+        build_config(["trainer.logger=[console,tensorbord]"])
+    assert build_config(["trainer.logger=console"]).trainer.logger == ["console"]
