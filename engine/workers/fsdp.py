@@ -1,7 +1,7 @@
 """Loading HF models and sharding them with FSDP2 (`fully_shard`) over the data-parallel workers.
 
 Each decoder layer is its own FSDP unit, then the root; parameters stay sharded between calls and are
-all-gathered per layer during forward/backward. `unsharded()` gathers them once for generation so the
+all-gathered per layer during forward/backward (one worker: the root is the only unit). `unsharded()` gathers them once for generation so the
 rollout reuses the actor's weights in place (no copy, no collectives per decoded token).
 """
 from __future__ import annotations
@@ -45,6 +45,12 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     return []
 
 
+# One worker has nothing to shard over: the whole model is gathered at once anyway, so a single FSDP unit (the
+# root) spares the per-layer hooks that otherwise run four times per layer and micro-batch on the CPU while the
+# GPU waits. "layers" keeps one unit per decoder layer as with several workers.
+ONE_WORKER_UNITS = "root"
+
+
 def shard_model(model: nn.Module, mesh, *, param_dtype=None, reduce_dtype=torch.float32,
                 reshard_after_forward: bool = True, cpu_offload: bool = False) -> nn.Module:
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
@@ -53,7 +59,9 @@ def shard_model(model: nn.Module, mesh, *, param_dtype=None, reduce_dtype=torch.
         MixedPrecisionPolicy()
     offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
     kwargs = dict(mesh=mesh, mp_policy=mp, offload_policy=offload)
-    for layer in decoder_layers(model):
+    # with CPU offload, per-layer units bound how much is on the GPU at a time: keep them
+    layer_units = mesh.size() > 1 or cpu_offload or ONE_WORKER_UNITS == "layers"
+    for layer in decoder_layers(model) if layer_units else []:
         fully_shard(layer, reshard_after_forward=reshard_after_forward, **kwargs)
         layer._rl_reshard_after_forward = reshard_after_forward
     fully_shard(model, reshard_after_forward=reshard_after_forward, **kwargs)
