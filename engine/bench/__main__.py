@@ -1,4 +1,5 @@
-"""python -m engine.bench --workload w1 [--algo grpo|ppo] [--vs-trl] [--anchors] [--steps 3] [key=value ...]
+"""python -m engine.bench --workload w1 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants] [--steps 3]
+[key=value ...]
 
 Runs the workload's train step through the real engine (the config, Ray worker group, TrainWorker and
 PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trl-only", action="store_true", help="run TRL alone (no engine run)")
     p.add_argument("--no-engine", action="store_true", help="skip the engine run (e.g. anchors alone)")
     p.add_argument("--anchors", action="store_true", help="also time plain generate and plain fwd+bwd")
+    p.add_argument("--update-variants", action="store_true",
+                   help="only the actor update, in-process, per one-worker FSDP layout and accumulation mode")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     p.add_argument("--steps", type=int, default=3, help="timed steps; figures are medians (default 3)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
@@ -52,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def log(record: dict) -> None:
         print(json.dumps({"t": round(time.time(), 1), **record}, default=str), file=sys.stderr, flush=True)
+
+    if args.update_variants:
+        from engine.bench.update_variants import run_update_variants
+
+        run_update_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}))
+        return 0
 
     engine_step = None
     if not (args.trl_only or args.no_engine):

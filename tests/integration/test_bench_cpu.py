@@ -43,3 +43,15 @@ def test_bench_ppo_dynamic_bsz(tmp_path):
     phases = {r["phase"]: r for r in lines if r.get("impl") == "rlstudio"}
     for name in ("gen", "ref", "values", "update_critic", "update_actor", "step"):
         assert phases[name]["timing_s"] > 0, phases[name]
+
+
+def test_bench_update_variants(tmp_path):
+    lines = run_bench(tmp_path, "--update-variants")
+    variants = [r for r in lines if r["phase"] == "update_variant"]
+    assert {(r["one_worker_units"], r["accumulation"]) for r in variants} == {
+        (u, m) for u in ("root", "layers") for m in ("nosync", "gathered", "off")}
+    assert all(r["timing_s"] > 0 and len(r["runs"]) == 3 for r in variants)
+    assert [(r["one_worker_units"], r["accumulation"]) for r in variants if r["default"]] == [("root", "nosync")]
+    kernels = [r for r in lines if r["phase"] == "logprob_kernels"]
+    assert [r["chunk_rows"] for r in kernels] == [512, "one pass"]
+    assert all(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 for r in kernels)
