@@ -8,6 +8,7 @@ import json
 import math
 import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -203,10 +204,26 @@ def read_wandb(run_dir):
     return history, config, exit_code
 
 
-def test_wandb_without_key_logs_offline_under_the_run_output(tmp_path, capsys):
-    log_run(make(tmp_path, "[console,wandb]"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def log_run_in_fresh_process(tmp_path, loggers: str, status: str = "succeeded", error: str | None = None) -> str:
+    """log_run in a new interpreter (wandb keeps process-wide state: a run started in a long test process after
+    many other tests once came back without its history); returns its stdout."""
+    code = ("import sys; from pathlib import Path; from tests.unit.test_loggers_external import log_run, make; "
+            "kw = {'error': sys.argv[4]} if len(sys.argv) > 4 else {}; "
+            "log_run(make(Path(sys.argv[1]), sys.argv[2]), status=sys.argv[3], **kw)")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), loggers, status, *([error] if error else [])],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_wandb_without_key_logs_offline_under_the_run_output(tmp_path):
+    out = log_run_in_fresh_process(tmp_path, "[console,wandb]")
     where = tmp_path / "out" / "wandb"
-    assert f"logging offline to {where}" in capsys.readouterr().out
+    assert f"logging offline to {where}" in out
     (run_dir,) = glob.glob(str(where / "offline-run-*"))
     history, config, exit_code = read_wandb(run_dir)
     steps = [h for h in history if KEY in h]
@@ -220,11 +237,11 @@ def test_wandb_without_key_logs_offline_under_the_run_output(tmp_path, capsys):
     assert exit_code == 0
 
 
-def test_wandb_mode_and_dir_from_env_and_failed_exit_code(tmp_path, monkeypatch, capsys):
+def test_wandb_mode_and_dir_from_env_and_failed_exit_code(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
-    log_run(make(tmp_path, "[wandb]"), status="failed", error="RuntimeError: boom")
-    assert "logging offline" not in capsys.readouterr().out  # the user chose offline: no notice
+    out = log_run_in_fresh_process(tmp_path, "[wandb]", status="failed", error="RuntimeError: boom")
+    assert "logging offline" not in out  # the user chose offline: no notice
     assert not (tmp_path / "out" / "wandb").exists()
     (run_dir,) = glob.glob(str(tmp_path / "wb" / "wandb" / "offline-run-*"))
     history, _, exit_code = read_wandb(run_dir)

@@ -2,7 +2,7 @@
  * Side by side: two panes, each a run and a step; the same prompt's answers aligned row by row, with the
  * word-level diff highlighted. ←/→ (or j/k) step through the prompts both panes share.
  */
-import { useEffect, useMemo } from "react";
+import { useEffect, useMemo, useRef } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { useRuns, useSampleSteps, useSamples } from "../../api/queries";
 import type { SamplePublic } from "../../client/types.gen";
@@ -54,21 +54,34 @@ export function SideBySidePage() {
       return next;
     }, { replace: true });
 
+  // Keys move from the position in the URL as it is now, not as of the last render: a second key pressed
+  // before React re-renders must not start again from the old position.
+  const sharedCount = useRef(0);
+  sharedCount.current = shared.length;
   useEffect(() => {
+    const move = (delta: number) => {
+      const cur = new URLSearchParams(window.location.search);
+      const last = Math.max(0, sharedCount.current - 1);
+      const from = Math.min(Math.max(0, Number(cur.get("p") ?? 0) || 0), last);
+      const to = Math.min(Math.max(0, from + delta), last);
+      if (to === from) return;
+      cur.set("p", String(to));
+      setParams(cur, { replace: true });
+    };
     const onKey = (e: KeyboardEvent) => {
       const t = e.target as HTMLElement;
       if (t && ["INPUT", "SELECT", "TEXTAREA"].includes(t.tagName)) return;
       if (e.key === "ArrowRight" || e.key === "j") {
-        if (pos < shared.length - 1) set({ p: String(pos + 1) });
+        move(1);
         e.preventDefault();
       } else if (e.key === "ArrowLeft" || e.key === "k") {
-        if (pos > 0) set({ p: String(pos - 1) });
+        move(-1);
         e.preventDefault();
       }
     };
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  });
+  }, [setParams]);
 
   const prompt = shared[pos];
   const left = prompt !== undefined ? mapA.get(prompt)! : [];
