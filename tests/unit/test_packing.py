@@ -32,17 +32,17 @@ def lm(tiny_dir):
                                                 dtype=torch.float32)
 
 
-def make_batch(prompt_lens=PROMPT_LENS, resp_lens=RESP_LENS, vocab=60, seed=0) -> Batch:
+def make_batch(prompt_lens=PROMPT_LENS, resp_lens=RESP_LENS, vocab=60, seed=0, prompt=PROMPT, resp=RESP) -> Batch:
     """[left-padded prompt | right-padded response] rows of different lengths, as the rollout lays them out."""
     g = torch.Generator().manual_seed(seed)
     n = len(prompt_lens)
-    am = torch.zeros(n, PROMPT + RESP, dtype=torch.long)
+    am = torch.zeros(n, prompt + resp, dtype=torch.long)
     for i, (p, r) in enumerate(zip(prompt_lens, resp_lens)):
-        am[i, PROMPT - p:PROMPT] = 1
-        am[i, PROMPT:PROMPT + r] = 1
-    ids = torch.randint(3, vocab, (n, PROMPT + RESP), generator=g) * am
+        am[i, prompt - p:prompt] = 1
+        am[i, prompt:prompt + r] = 1
+    ids = torch.randint(3, vocab, (n, prompt + resp), generator=g) * am
     return Batch({"input_ids": ids, "attention_mask": am, "position_ids": (am.cumsum(-1) - 1).clamp(min=0),
-                  "responses": ids[:, PROMPT:], "response_mask": am[:, PROMPT:]})
+                  "responses": ids[:, prompt:], "response_mask": am[:, prompt:]})
 
 
 def load_critic(tiny_dir):

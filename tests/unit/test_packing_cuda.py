@@ -7,9 +7,9 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from engine.models.random import ARCHS
-from engine.protocol import Batch
 from engine.workers import packing
 from engine.workers.forward import packed_response_logits, response_logits
+from tests.unit.test_packing import make_batch
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -39,26 +39,14 @@ def test_flash_varlen_is_found_and_matches_the_emulation():
         assert rel_err(a, b) < 3e-2
 
 
-def make_batch(prompt_lens, resp_lens, prompt, resp, vocab, seed=0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    n = len(prompt_lens)
-    am = torch.zeros(n, prompt + resp, dtype=torch.long)
-    for i, (p, r) in enumerate(zip(prompt_lens, resp_lens)):
-        am[i, prompt - p:prompt] = 1
-        am[i, prompt:prompt + r] = 1
-    ids = torch.randint(3, vocab, (n, prompt + resp), generator=g) * am
-    b = Batch({"input_ids": ids, "attention_mask": am, "position_ids": (am.cumsum(-1) - 1).clamp(min=0),
-               "responses": ids[:, prompt:], "response_mask": am[:, prompt:]})
-    return b.to("cuda")
-
-
 def test_packed_bf16_qwen25_05b_matches_padded():
     packing.register()
     torch.manual_seed(0)
     config = Qwen2Config(**ARCHS["qwen2.5-0.5b"])
     model = Qwen2ForCausalLM._from_config(config, attn_implementation=packing.ATTN_NAME, dtype=torch.float32)
     model = model.cuda().eval()
-    b = make_batch([200, 17, 96, 5, 150, 64], [300, 12, 180, 1, 64, 256], 200, 300, config.vocab_size)
+    b = make_batch([200, 17, 96, 5, 150, 64], [300, 12, 180, 1, 64, 256], config.vocab_size, prompt=200,
+                   resp=300).to("cuda")
     valid = b["response_mask"].bool()
     with torch.no_grad():
         ref = response_logits(model, b)[valid]  # fp32, padded: the reference
@@ -83,7 +71,7 @@ def test_packed_bf16_gradients_match_padded():
     config = Qwen2Config(**dict(ARCHS["qwen2.5-0.5b"], num_hidden_layers=4))
     model = Qwen2ForCausalLM._from_config(config, attn_implementation=packing.ATTN_NAME,
                                           dtype=torch.bfloat16).cuda()
-    b = make_batch([120, 9, 64, 33], [80, 200, 7, 150], 120, 200, config.vocab_size, seed=1)
+    b = make_batch([120, 9, 64, 33], [80, 200, 7, 150], config.vocab_size, seed=1, prompt=120, resp=200).to("cuda")
     valid = b["response_mask"].bool()
     grads = []
     for packed in (False, True):
