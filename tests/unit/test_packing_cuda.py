@@ -76,7 +76,7 @@ def test_packed_bf16_gradients_match_padded():
     grads = []
     for packed in (False, True):
         if packed:
-            logits, resp_valid = packed_response_logits(model, b)
+            logits, _ = packed_response_logits(model, b)
         else:
             logits = response_logits(model, b)[valid]
         torch.log_softmax(logits.float(), -1).gather(-1, b["responses"][valid][:, None]).sum().backward()
