@@ -10,7 +10,7 @@ from engine.algos.utils import masked_count, masked_mean, masked_sum
 
 # ---- aggregation -----------------------------------------------------------------------------------
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def _mean_over_nonempty_rows(per_row: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -20,26 +20,31 @@ def _mean_over_nonempty_rows(per_row: torch.Tensor, loss_mask: torch.Tensor) -> 
 
 
 def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str,
-             norm_length: int | None = None) -> torch.Tensor:
+             norm_length: float | None = None) -> torch.Tensor:
     """Reduce a [B, R] per-token loss to a scalar.
 
     token-mean: sum over valid tokens / number of valid tokens.
+    token-sum: sum over valid tokens.
     seq-mean-token-sum: per-row sum over valid tokens, mean over rows.
     seq-mean-token-mean: per-row mean over valid tokens, mean over rows.
-    seq-mean-token-sum-norm: sum over valid tokens / R (a constant, so long answers are not down-weighted);
-    R is `norm_length` when given (the full response length of a micro-batch whose padding was trimmed).
+    seq-mean-token-sum-norm (Dr.GRPO): seq-mean-token-sum / a constant, so long answers are not down-weighted:
+    `norm_length` when given (verl's actor.loss_scale_factor, or the full response length of a micro-batch
+    whose padding was trimmed), else the mask's width R.
     The seq-mean modes average over rows with at least one valid token; every mode gives 0 when there are
     no valid tokens at all.
     """
     loss_mask = loss_mask.to(device=loss_mat.device, dtype=loss_mat.dtype)
     if loss_agg_mode == "token-mean":
         return masked_mean(loss_mat, loss_mask)
+    if loss_agg_mode == "token-sum":
+        return masked_sum(loss_mat, loss_mask)
     if loss_agg_mode == "seq-mean-token-sum":
         return _mean_over_nonempty_rows(masked_sum(loss_mat, loss_mask, dim=-1), loss_mask)
     if loss_agg_mode == "seq-mean-token-mean":
         return _mean_over_nonempty_rows(masked_mean(loss_mat, loss_mask, dim=-1), loss_mask)
     if loss_agg_mode == "seq-mean-token-sum-norm":
-        return masked_sum(loss_mat, loss_mask) / (norm_length or loss_mask.shape[-1])
+        seq_mean = _mean_over_nonempty_rows(masked_sum(loss_mat, loss_mask, dim=-1), loss_mask)
+        return seq_mean / (norm_length or loss_mask.shape[-1])
     raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; valid modes: {', '.join(LOSS_AGG_MODES)}")
 
 

@@ -80,6 +80,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     critic.model.path = critic.model.path or arr.model.path
     critic.ppo_mini_batch_size = critic.ppo_mini_batch_size or actor.ppo_mini_batch_size
     critic.ppo_epochs = critic.ppo_epochs or actor.ppo_epochs
+    critic.loss_scale_factor = critic.loss_scale_factor or actor.loss_scale_factor
     critic.rollout_n = n
 
     # ---- batch sizes: everything must split evenly over the data-parallel workers -----------------

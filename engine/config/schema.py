@@ -122,6 +122,10 @@ class OptimConfig(Section):
     clip_grad: Optional[float] = None
 
 
+LossAggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+                      "seq-mean-token-sum-norm"]
+
+
 class PolicyLossConfig(Section):
     loss_mode: Literal["vanilla"] = "vanilla"
 
@@ -140,8 +144,10 @@ class ActorConfig(Section):
     clip_ratio_high: Optional[float] = None
     clip_ratio_c: float = 3.0
     policy_loss: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = \
-        "token-mean"
+    loss_agg_mode: LossAggMode = Field("token-mean", description="token-mean (DAPO), seq-mean-token-sum-norm "
+                                       "(Dr.GRPO), seq-mean-token-mean (original GRPO), seq-mean-token-sum, token-sum.")
+    loss_scale_factor: Optional[float] = Field(
+        None, gt=0, description="Divisor of seq-mean-token-sum-norm; default: the response length.")
     entropy_coeff: float = 0.0
     entropy_from_logits_with_chunking: bool = False
     use_kl_loss: bool = Field(False, description="KL to the reference as a loss term (GRPO style).",
@@ -266,8 +272,9 @@ class CriticConfig(Section):
     shuffle: bool = False
     grad_clip: float = 1.0
     cliprange_value: float = 0.5
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = \
-        "token-mean"
+    loss_agg_mode: LossAggMode = "token-mean"
+    loss_scale_factor: Optional[float] = Field(
+        None, gt=0, description="Divisor of seq-mean-token-sum-norm; default: the actor's.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
 

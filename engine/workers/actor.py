@@ -54,6 +54,7 @@ class Actor:
             if cfg.shuffle and not on_policy:  # one mini-batch: order is irrelevant, keep rows aligned
                 data = data.index(torch.randperm(len(data), generator=generator))
             width = data["responses"].shape[1]
+            norm = cfg.loss_scale_factor or width  # seq-mean-token-sum-norm's divisor: width before trimming
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 mbs, order = micro_batches(mini, self.micro_batch, self.max_tokens, self.remove_padding)
@@ -74,15 +75,15 @@ class Actor:
                     pg = compute_policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
                                              clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
                                              clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode,
-                                             norm_length=width)  # width before padding was trimmed
+                                             norm_length=norm)
                     loss = pg["pg_loss"]
                     if cfg.entropy_coeff != 0:
-                        entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode, width)
+                        entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode, norm)
                         loss = loss - cfg.entropy_coeff * entropy_loss
                         add("actor/entropy_loss", entropy_loss)
                     if cfg.use_kl_loss:
                         kld = kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type)
-                        kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode, width)
+                        kl_loss = agg_loss(kld, mask, cfg.loss_agg_mode, norm)
                         loss = loss + cfg.kl_loss_coef * kl_loss
                         add("actor/kl_loss", kl_loss)
                         add("actor/kl_coef", cfg.kl_loss_coef)

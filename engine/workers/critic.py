@@ -53,7 +53,8 @@ class Critic:
                     vf_loss, vf_clipfrac = compute_value_loss(vpreds, mb["returns"], mb["values"], mask,
                                                               cliprange_value=cfg.cliprange_value,
                                                               loss_agg_mode=cfg.loss_agg_mode,
-                                                              norm_length=mini["responses"].shape[1])
+                                                              norm_length=cfg.loss_scale_factor
+                                                              or mini["responses"].shape[1])
                     (vf_loss * weight).backward()
                     vf_total = vf_total + vf_loss.detach() * weight
                     add("critic/vf_clipfrac", vf_clipfrac)

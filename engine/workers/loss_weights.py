@@ -5,8 +5,9 @@ A micro-batch's loss is aggregated over its own rows/tokens; its backward is the
 whole mini-batch. For `token-mean` the share is its valid tokens over the mini-batch's valid tokens on all
 workers (an all-reduce), times the world size because FSDP averages gradients over workers. (verl's original
 `len(micro) / len(mini)` weights a token in a short micro-batch more than one in a long micro-batch, so the
-gradient changed with the micro-batch size and the number of GPUs.) The seq-mean modes already count rows,
-and rows are split evenly, so their share stays rows over rows.
+gradient changed with the micro-batch size and the number of GPUs.) The seq-mean modes (seq-mean-token-sum-norm
+included: a mean over rows divided by a constant) already count rows, and rows are split evenly, so their share
+stays rows over rows. token-sum adds up every micro-batch's sum: each counts fully, times the world size.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def micro_batch_weights(micro_masks: list[torch.Tensor], mini_response_mask: tor
     """The factor each micro-batch's aggregated loss is multiplied by before backward (one per micro-batch;
     collective for token-mean: every worker must call it for every mini-batch)."""
     rows = len(mini_response_mask)
+    if loss_agg_mode == "token-sum":
+        return [float(_world()) for _ in micro_masks]
     if loss_agg_mode != "token-mean":
         return [len(m) / rows for m in micro_masks]
     total = global_token_count(mini_response_mask).clamp(min=1.0)

@@ -24,7 +24,8 @@ LOSS_MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
         ("token-mean", 2.5),  # (1 + 2 + 3 + 4) / 4 tokens
         ("seq-mean-token-sum", 5.0),  # row sums (6, 4) -> mean 5
         ("seq-mean-token-mean", 3.0),  # row means (2, 4) -> mean 3
-        ("seq-mean-token-sum-norm", 10.0 / 3.0),  # 10 / R with R = 3 columns
+        ("token-sum", 10.0),  # 1 + 2 + 3 + 4
+        ("seq-mean-token-sum-norm", 5.0 / 3.0),  # row sums (6, 4) -> mean 5, / R with R = 3 columns
     ],
 )
 def test_agg_modes(mode, expected):
@@ -37,6 +38,7 @@ def test_seq_modes_skip_rows_without_tokens():
     mask = torch.cat([LOSS_MASK, torch.zeros(1, 3)])
     assert agg_loss(loss, mask, "seq-mean-token-sum").item() == pytest.approx(5.0)
     assert agg_loss(loss, mask, "seq-mean-token-mean").item() == pytest.approx(3.0)
+    assert agg_loss(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(5.0 / 3.0)
     assert agg_loss(loss, torch.zeros_like(loss), "token-mean").item() == 0.0
 
 
