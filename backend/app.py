@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from sqlalchemy.exc import IntegrityError
 
 from backend import db
-from backend.api.main import api_router
+from backend.api.main import api_router, operation_id
 from backend.api.routes.health import health_of
 from backend.services.artifacts import safe_path
 from backend.services.events import EventBus, prune_forever
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings.runs_dir.mkdir(parents=True, exist_ok=True)
     db.upgrade(settings.db_url)
 
-    app = FastAPI(title="rlstudio", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="rlstudio", version="0.1.0", lifespan=lifespan, generate_unique_id_function=operation_id,
                   description="Experiments, runs (launched as Ray jobs), metrics, samples, logs; live over SSE.")
     app.state.settings = settings
     app.state.engine = db.make_engine(settings.db_url)

@@ -1,6 +1,7 @@
 """The /api/v1 router: one router per resource; everything needs the API token when one is set
 (ingest routes also take the run's own token)."""
 from fastapi import APIRouter, Depends
+from fastapi.routing import APIRoute
 
 from backend.api.deps import require_user
 from backend.api.routes import config, events, experiments, health, logs, metrics, runs, samples
@@ -16,3 +17,10 @@ api_router.include_router(runs.router, dependencies=user)
 for module in (metrics, samples, logs):
     api_router.include_router(module.router, dependencies=user)
     api_router.include_router(module.ingest_router)  # API token or the run's own ingest token
+
+
+def operation_id(route: APIRoute) -> str:
+    """Short OpenAPI operation ids from the route function's name (`list_samples` -> `listSamples`), so the
+    generated client says `sdk.listSamples` rather than FastAPI's `listSamplesApiV1RunsRunIdSamplesGet`."""
+    head, *rest = route.name.split("_")
+    return head + "".join(part.capitalize() for part in rest)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 
 import pyarrow.parquet as pq
 
@@ -280,6 +281,15 @@ def test_health_and_docs(client):
     assert client.get("/openapi.json").json()["info"]["title"] == "rlstudio"
     assert client.get("/docs").status_code == 200
     assert client.get(f"{API}/nope").status_code == 404
+
+
+def test_operation_ids_are_short_and_unique(client):
+    """The generated client's names come from these: `sdk.listSamples`, not `listSamplesApiV1RunsRunIdSamplesGet`."""
+    paths = client.get("/openapi.json").json()["paths"]
+    ids = [op["operationId"] for methods in paths.values() for op in methods.values()]
+    assert len(ids) == len(set(ids)), sorted(ids)
+    assert all(re.fullmatch(r"[a-z]+([A-Z][a-z]+)*", i) and "Api" not in i for i in ids), ids
+    assert paths["/api/v1/runs/{run_id}/samples"]["get"]["operationId"] == "listSamples"
 
 
 def test_ui_not_built_page(client):

@@ -34,7 +34,7 @@ class ConfigChecked(SQLModel):
 
 
 @router.get("/schema")
-def config_schema() -> dict[str, Any]:
+def get_config_schema() -> dict[str, Any]:
     """The engine's run-config JSON Schema (the one the API validates with and the UI builds its form from)."""
     from engine.config import json_schema
 

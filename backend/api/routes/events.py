@@ -63,7 +63,7 @@ def _resume_from(header: str | None, query: int | None) -> int | None:
 
 
 @router.get("/runs/events", summary="SSE: the runs list (created, status, progress, deleted)")
-def runs_events(request: Request, last_event_id: Annotated[int | None, Query(ge=0)] = None,
+def stream_runs_events(request: Request, last_event_id: Annotated[int | None, Query(ge=0)] = None,
                 last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
                 access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
                 = None):
@@ -71,7 +71,7 @@ def runs_events(request: Request, last_event_id: Annotated[int | None, Query(ge=
 
 
 @router.get("/runs/{run_id}/events", summary="SSE: one run's metrics, samples, status and log lines")
-def run_events(request: Request, run_id: int, last_event_id: Annotated[int | None, Query(ge=0)] = None,
+def stream_run_events(request: Request, run_id: int, last_event_id: Annotated[int | None, Query(ge=0)] = None,
                last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
                access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
                = None):

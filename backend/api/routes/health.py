@@ -33,5 +33,5 @@ def health_of(request: Request) -> Health:
 
 
 @router.get("/health", response_model=Health)
-def health(request: Request):
+def get_health(request: Request):
     return health_of(request)

@@ -39,7 +39,7 @@ def ingest_logs(request_run: IngestRunDep, session: SessionDep, settings: Settin
 
 
 @ingest_router.post("/runs/{run_id}/status", response_model=IngestResult)
-def report_status(request_run: IngestRunDep, session: SessionDep, body: RunStatusReport):
+def report_run_status(request_run: IngestRunDep, session: SessionDep, body: RunStatusReport):
     """The engine's `log_status`: running / succeeded / failed (with `error`). Terminal states stick."""
     mapped = ENGINE_STATUS.get(body.status.lower())
     if mapped is None:
@@ -60,7 +60,7 @@ def report_status(request_run: IngestRunDep, session: SessionDep, body: RunStatu
 
 
 @router.get("/runs/{run_id}/logs", response_model=LogLinesPublic)
-def read_logs(session: SessionDep, run_id: int,
+def list_logs(session: SessionDep, run_id: int,
               tail: Annotated[int | None, Query(ge=1, le=10_000, description="the last N lines")] = None,
               source: str | None = None,
               after_id: Annotated[int | None, Query(ge=0, description="lines after this id")] = None,

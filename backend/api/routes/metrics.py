@@ -42,7 +42,7 @@ def _notify(session) -> None:
 
 
 @router.get("/runs/{run_id}/metrics", response_model=MetricSeriesList)
-def run_metrics(session: SessionDep, run_id: int,
+def list_run_metrics(session: SessionDep, run_id: int,
                 key: Annotated[list[str] | None, Query(description="keys; default all")] = None,
                 step_min: Annotated[int | None, Query(ge=0)] = None,
                 step_max: Annotated[int | None, Query(ge=0)] = None,
@@ -55,14 +55,14 @@ def run_metrics(session: SessionDep, run_id: int,
 
 
 @router.get("/runs/{run_id}/metrics/keys", response_model=MetricKeys)
-def run_metric_keys(session: SessionDep, run_id: int):
+def list_run_metric_keys(session: SessionDep, run_id: int):
     get_run_or_404(session, run_id)
     data = metrics.keys(session, [run_id])
     return MetricKeys(data=data, count=len(data))
 
 
 @router.get("/runs/{run_id}/metrics/latest", response_model=LatestMetrics)
-def run_latest_metrics(session: SessionDep, run_id: int, key: Annotated[list[str] | None, Query()] = None):
+def get_latest_metrics(session: SessionDep, run_id: int, key: Annotated[list[str] | None, Query()] = None):
     """The newest value of every key (or of the keys asked for)."""
     get_run_or_404(session, run_id)
     data = metrics.latest(session, run_id, key)

@@ -27,7 +27,8 @@ from backend.models import (
 from backend.services import artifacts, run_config
 from backend.services.events import RUNS_CHANNEL, add_event
 from backend.services.run_config import RunConfigError
-from backend.services.runs import announce, delete_run, experiment_by_name, new_token, set_status, summary
+from backend.services import runs as run_service
+from backend.services.runs import announce, experiment_by_name, new_token, set_status, summary
 from backend.settings import Settings
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -239,16 +240,16 @@ def resume_run(request: Request, session: SessionDep, settings: SettingsDep, run
 
 
 @router.delete("/{run_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove_run(session: SessionDep, settings: SettingsDep, run_id: int):
+def delete_run(session: SessionDep, settings: SettingsDep, run_id: int):
     """Deletes the run's data and its directory; refused while it is queued, starting or running."""
     run = get_run_or_404(session, run_id)
     if run.status in ACTIVE:
         raise HTTPException(status.HTTP_409_CONFLICT, f"Run {run_id} is {run.status.value}: cancel it first.")
-    delete_run(session, run, settings.runs_dir)
+    run_service.delete_run(session, run, settings.runs_dir)
 
 
 @router.get("/{run_id}/files", response_model=ArtifactsPublic)
-def list_files(session: SessionDep, run_id: int):
+def list_run_files(session: SessionDep, run_id: int):
     """The run's checkpoints, exported model and other files (its directory, scanned now)."""
     run = get_run_or_404(session, run_id)
     rows = artifacts.scan(session, run)
@@ -256,7 +257,7 @@ def list_files(session: SessionDep, run_id: int):
 
 
 @router.get("/{run_id}/files/{path:path}", response_class=FileResponse)
-def download_file(session: SessionDep, run_id: int, path: str):
+def download_run_file(session: SessionDep, run_id: int, path: str):
     """A file inside the run's own directory; anything that resolves outside it is refused."""
     run = get_run_or_404(session, run_id)
     target = artifacts.safe_path(Path(run.run_dir), path)

@@ -74,7 +74,7 @@ def list_samples(session: SessionDep, run_id: int,
 
 
 @router.get("/runs/{run_id}/samples/steps", response_model=SampleSteps)
-def sample_steps(session: SessionDep, run_id: int):
+def list_sample_steps(session: SessionDep, run_id: int):
     """The steps that have samples, with counts and mean score (for the step slider)."""
     get_run_or_404(session, run_id)
     data = samples.steps(session, run_id)
@@ -90,7 +90,7 @@ def get_sample(session: SessionDep, run_id: int, sample_id: int):
 
 
 @router.get("/samples/by-prompt", response_model=SamplesPublic)
-def same_prompt(session: SessionDep,
+def list_samples_by_prompt(session: SessionDep,
                 run_id: Annotated[list[int], Query(min_length=1, max_length=50)],
                 prompt_index: int,
                 step: Annotated[list[int] | None, Query(max_length=1000)] = None,
@@ -108,7 +108,7 @@ def same_prompt(session: SessionDep,
 
 
 @router.get("/samples/newest", response_model=SampleAnswers)
-def newest_answers(session: SessionDep,
+def list_newest_answers(session: SessionDep,
                    run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
                    split: Literal["train", "val"] = "train",
                    limit: Annotated[int, Query(ge=1, le=1000, description="answers per run")] = 64):

@@ -40,8 +40,8 @@ export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunI
     queryKey: [...qk.metrics(runIds, keys), maxPoints, patterns],
     queryFn: () =>
       single
-        ? unwrap(sdk.runMetricsApiV1RunsRunIdMetricsGet({ path: { run_id: runIds[0] }, query: { max_points: maxPoints } }))
-        : unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints,
+        ? unwrap(sdk.listRunMetrics({ path: { run_id: runIds[0] }, query: { max_points: maxPoints } }))
+        : unwrap(sdk.queryMetrics({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints,
           ...(patterns.length ? { key_pattern: patterns } : {}) } })),
     enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0 || patterns.length > 0),
     staleTime: Infinity,

@@ -27,7 +27,7 @@ export interface RunFilters {
 export function useRuns(filters: RunFilters) {
   return useQuery({
     queryKey: qk.runs(filters),
-    queryFn: () => unwrap(sdk.listRunsApiV1RunsGet({ query: { ...filters, limit: 500 } })),
+    queryFn: () => unwrap(sdk.listRuns({ query: { ...filters, limit: 500 } })),
     placeholderData: keepPreviousData,
   });
 }
@@ -35,7 +35,7 @@ export function useRuns(filters: RunFilters) {
 export function useRun(id: number | null) {
   return useQuery({
     queryKey: qk.run(id ?? 0),
-    queryFn: () => unwrap(sdk.getRunApiV1RunsRunIdGet({ path: { run_id: id! } })),
+    queryFn: () => unwrap(sdk.getRun({ path: { run_id: id! } })),
     enabled: id !== null && Number.isFinite(id),
   });
 }
@@ -43,7 +43,7 @@ export function useRun(id: number | null) {
 export function useExperiments() {
   return useQuery({
     queryKey: qk.experiments,
-    queryFn: () => unwrap(sdk.listExperimentsApiV1ExperimentsGet({ query: { limit: 1000 } })),
+    queryFn: () => unwrap(sdk.listExperiments({ query: { limit: 1000 } })),
     staleTime: 30_000,
   });
 }
@@ -51,7 +51,7 @@ export function useExperiments() {
 export function useConfigSchema() {
   return useQuery({
     queryKey: qk.schema,
-    queryFn: () => unwrap(sdk.configSchemaApiV1ConfigSchemaGet()),
+    queryFn: () => unwrap(sdk.getConfigSchema()),
     staleTime: Infinity,
   });
 }
@@ -59,7 +59,7 @@ export function useConfigSchema() {
 export function usePresets() {
   return useQuery({
     queryKey: qk.presets,
-    queryFn: () => unwrap(sdk.listPresetsApiV1ConfigPresetsGet()),
+    queryFn: () => unwrap(sdk.listPresets()),
     staleTime: Infinity,
   });
 }
@@ -67,7 +67,7 @@ export function usePresets() {
 export function useMetricKeys(runIds: number[]) {
   return useQuery({
     queryKey: qk.metricKeys(runIds),
-    queryFn: () => unwrap(sdk.queryMetricKeysApiV1MetricsKeysGet({ query: { run_id: runIds } })),
+    queryFn: () => unwrap(sdk.queryMetricKeys({ query: { run_id: runIds } })),
     enabled: runIds.length > 0,
   });
 }
@@ -75,7 +75,7 @@ export function useMetricKeys(runIds: number[]) {
 export function useSampleSteps(runId: number | null) {
   return useQuery({
     queryKey: qk.sampleSteps(runId ?? 0),
-    queryFn: () => unwrap(sdk.sampleStepsApiV1RunsRunIdSamplesStepsGet({ path: { run_id: runId! } })),
+    queryFn: () => unwrap(sdk.listSampleSteps({ path: { run_id: runId! } })),
     enabled: runId !== null,
   });
 }
@@ -96,7 +96,7 @@ export interface SampleQuery {
 export function useSamples(runId: number | null, params: SampleQuery, enabled = true) {
   return useQuery({
     queryKey: qk.samples(runId ?? 0, params),
-    queryFn: () => unwrap(sdk.listSamplesApiV1RunsRunIdSamplesGet({ path: { run_id: runId! }, query: params })),
+    queryFn: () => unwrap(sdk.listSamples({ path: { run_id: runId! }, query: params })),
     enabled: enabled && runId !== null,
     placeholderData: keepPreviousData,
   });

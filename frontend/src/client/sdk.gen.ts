@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { CancelRunApiV1RunsRunIdCancelPostData, CancelRunApiV1RunsRunIdCancelPostErrors, CancelRunApiV1RunsRunIdCancelPostResponses, ConfigSchemaApiV1ConfigSchemaGetData, ConfigSchemaApiV1ConfigSchemaGetResponses, CreateExperimentApiV1ExperimentsPostData, CreateExperimentApiV1ExperimentsPostErrors, CreateExperimentApiV1ExperimentsPostResponses, CreateRunApiV1RunsPostData, CreateRunApiV1RunsPostErrors, CreateRunApiV1RunsPostResponses, DeleteExperimentApiV1ExperimentsExperimentIdDeleteData, DeleteExperimentApiV1ExperimentsExperimentIdDeleteErrors, DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponses, DownloadFileApiV1RunsRunIdFilesPathGetData, DownloadFileApiV1RunsRunIdFilesPathGetErrors, DownloadFileApiV1RunsRunIdFilesPathGetResponses, ExportMetricsApiV1RunsRunIdMetricsExportGetData, ExportMetricsApiV1RunsRunIdMetricsExportGetErrors, ExportMetricsApiV1RunsRunIdMetricsExportGetResponses, ForkRunApiV1RunsRunIdForkPostData, ForkRunApiV1RunsRunIdForkPostErrors, ForkRunApiV1RunsRunIdForkPostResponses, GetExperimentApiV1ExperimentsExperimentIdGetData, GetExperimentApiV1ExperimentsExperimentIdGetErrors, GetExperimentApiV1ExperimentsExperimentIdGetResponses, GetPresetApiV1ConfigPresetsNameGetData, GetPresetApiV1ConfigPresetsNameGetErrors, GetPresetApiV1ConfigPresetsNameGetResponses, GetRunApiV1RunsRunIdGetData, GetRunApiV1RunsRunIdGetErrors, GetRunApiV1RunsRunIdGetResponses, GetSampleApiV1RunsRunIdSamplesSampleIdGetData, GetSampleApiV1RunsRunIdSamplesSampleIdGetErrors, GetSampleApiV1RunsRunIdSamplesSampleIdGetResponses, HealthApiV1HealthGetData, HealthApiV1HealthGetResponses, IngestLogsApiV1RunsRunIdLogsPostData, IngestLogsApiV1RunsRunIdLogsPostErrors, IngestLogsApiV1RunsRunIdLogsPostResponses, IngestMetricsApiV1RunsRunIdMetricsPostData, IngestMetricsApiV1RunsRunIdMetricsPostErrors, IngestMetricsApiV1RunsRunIdMetricsPostResponses, IngestSamplesApiV1RunsRunIdSamplesPostData, IngestSamplesApiV1RunsRunIdSamplesPostErrors, IngestSamplesApiV1RunsRunIdSamplesPostResponses, ListExperimentsApiV1ExperimentsGetData, ListExperimentsApiV1ExperimentsGetErrors, ListExperimentsApiV1ExperimentsGetResponses, ListFilesApiV1RunsRunIdFilesGetData, ListFilesApiV1RunsRunIdFilesGetErrors, ListFilesApiV1RunsRunIdFilesGetResponses, ListPresetsApiV1ConfigPresetsGetData, ListPresetsApiV1ConfigPresetsGetResponses, ListRunsApiV1RunsGetData, ListRunsApiV1RunsGetErrors, ListRunsApiV1RunsGetResponses, ListSamplesApiV1RunsRunIdSamplesGetData, ListSamplesApiV1RunsRunIdSamplesGetErrors, ListSamplesApiV1RunsRunIdSamplesGetResponses, NewestAnswersApiV1SamplesNewestGetData, NewestAnswersApiV1SamplesNewestGetErrors, NewestAnswersApiV1SamplesNewestGetResponses, QueryMetricKeysApiV1MetricsKeysGetData, QueryMetricKeysApiV1MetricsKeysGetErrors, QueryMetricKeysApiV1MetricsKeysGetResponses, QueryMetricsApiV1MetricsGetData, QueryMetricsApiV1MetricsGetErrors, QueryMetricsApiV1MetricsGetResponses, ReadLogsApiV1RunsRunIdLogsGetData, ReadLogsApiV1RunsRunIdLogsGetErrors, ReadLogsApiV1RunsRunIdLogsGetResponses, RemoveRunApiV1RunsRunIdDeleteData, RemoveRunApiV1RunsRunIdDeleteErrors, RemoveRunApiV1RunsRunIdDeleteResponses, ReportStatusApiV1RunsRunIdStatusPostData, ReportStatusApiV1RunsRunIdStatusPostErrors, ReportStatusApiV1RunsRunIdStatusPostResponses, ResumeRunApiV1RunsRunIdResumePostData, ResumeRunApiV1RunsRunIdResumePostErrors, ResumeRunApiV1RunsRunIdResumePostResponses, RunEventsApiV1RunsRunIdEventsGetData, RunEventsApiV1RunsRunIdEventsGetErrors, RunEventsApiV1RunsRunIdEventsGetResponses, RunLatestMetricsApiV1RunsRunIdMetricsLatestGetData, RunLatestMetricsApiV1RunsRunIdMetricsLatestGetErrors, RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponses, RunMetricKeysApiV1RunsRunIdMetricsKeysGetData, RunMetricKeysApiV1RunsRunIdMetricsKeysGetErrors, RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponses, RunMetricsApiV1RunsRunIdMetricsGetData, RunMetricsApiV1RunsRunIdMetricsGetErrors, RunMetricsApiV1RunsRunIdMetricsGetResponses, RunsEventsApiV1RunsEventsGetData, RunsEventsApiV1RunsEventsGetErrors, RunsEventsApiV1RunsEventsGetResponses, SamePromptApiV1SamplesByPromptGetData, SamePromptApiV1SamplesByPromptGetErrors, SamePromptApiV1SamplesByPromptGetResponses, SampleStepsApiV1RunsRunIdSamplesStepsGetData, SampleStepsApiV1RunsRunIdSamplesStepsGetErrors, SampleStepsApiV1RunsRunIdSamplesStepsGetResponses, UpdateExperimentApiV1ExperimentsExperimentIdPatchData, UpdateExperimentApiV1ExperimentsExperimentIdPatchErrors, UpdateExperimentApiV1ExperimentsExperimentIdPatchResponses, UpdateRunApiV1RunsRunIdPatchData, UpdateRunApiV1RunsRunIdPatchErrors, UpdateRunApiV1RunsRunIdPatchResponses, ValidateConfigApiV1ConfigValidatePostData, ValidateConfigApiV1ConfigValidatePostErrors, ValidateConfigApiV1ConfigValidatePostResponses } from './types.gen';
+import type { CancelRunData, CancelRunErrors, CancelRunResponses, CreateExperimentData, CreateExperimentErrors, CreateExperimentResponses, CreateRunData, CreateRunErrors, CreateRunResponses, DeleteExperimentData, DeleteExperimentErrors, DeleteExperimentResponses, DeleteRunData, DeleteRunErrors, DeleteRunResponses, DownloadRunFileData, DownloadRunFileErrors, DownloadRunFileResponses, ExportMetricsData, ExportMetricsErrors, ExportMetricsResponses, ForkRunData, ForkRunErrors, ForkRunResponses, GetConfigSchemaData, GetConfigSchemaResponses, GetExperimentData, GetExperimentErrors, GetExperimentResponses, GetHealthData, GetHealthResponses, GetLatestMetricsData, GetLatestMetricsErrors, GetLatestMetricsResponses, GetPresetData, GetPresetErrors, GetPresetResponses, GetRunData, GetRunErrors, GetRunResponses, GetSampleData, GetSampleErrors, GetSampleResponses, IngestLogsData, IngestLogsErrors, IngestLogsResponses, IngestMetricsData, IngestMetricsErrors, IngestMetricsResponses, IngestSamplesData, IngestSamplesErrors, IngestSamplesResponses, ListExperimentsData, ListExperimentsErrors, ListExperimentsResponses, ListLogsData, ListLogsErrors, ListLogsResponses, ListNewestAnswersData, ListNewestAnswersErrors, ListNewestAnswersResponses, ListPresetsData, ListPresetsResponses, ListRunFilesData, ListRunFilesErrors, ListRunFilesResponses, ListRunMetricKeysData, ListRunMetricKeysErrors, ListRunMetricKeysResponses, ListRunMetricsData, ListRunMetricsErrors, ListRunMetricsResponses, ListRunsData, ListRunsErrors, ListRunsResponses, ListSamplesByPromptData, ListSamplesByPromptErrors, ListSamplesByPromptResponses, ListSamplesData, ListSamplesErrors, ListSamplesResponses, ListSampleStepsData, ListSampleStepsErrors, ListSampleStepsResponses, QueryMetricKeysData, QueryMetricKeysErrors, QueryMetricKeysResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsResponses, ReportRunStatusData, ReportRunStatusErrors, ReportRunStatusResponses, ResumeRunData, ResumeRunErrors, ResumeRunResponses, StreamRunEventsData, StreamRunEventsErrors, StreamRunEventsResponses, StreamRunsEventsData, StreamRunsEventsErrors, StreamRunsEventsResponses, UpdateExperimentData, UpdateExperimentErrors, UpdateExperimentResponses, UpdateRunData, UpdateRunErrors, UpdateRunResponses, ValidateConfigData, ValidateConfigErrors, ValidateConfigResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -19,35 +19,35 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 };
 
 /**
- * Health
+ * Get Health
  */
-export const healthApiV1HealthGet = <ThrowOnError extends boolean = false>(options?: Options<HealthApiV1HealthGetData, ThrowOnError>) => (options?.client ?? client).get<HealthApiV1HealthGetResponses, unknown, ThrowOnError>({ url: '/api/v1/health', ...options });
+export const getHealth = <ThrowOnError extends boolean = false>(options?: Options<GetHealthData, ThrowOnError>) => (options?.client ?? client).get<GetHealthResponses, unknown, ThrowOnError>({ url: '/api/v1/health', ...options });
 
 /**
- * Config Schema
+ * Get Config Schema
  *
  * The engine's run-config JSON Schema (the one the API validates with and the UI builds its form from).
  */
-export const configSchemaApiV1ConfigSchemaGet = <ThrowOnError extends boolean = false>(options?: Options<ConfigSchemaApiV1ConfigSchemaGetData, ThrowOnError>) => (options?.client ?? client).get<ConfigSchemaApiV1ConfigSchemaGetResponses, unknown, ThrowOnError>({ url: '/api/v1/config/schema', ...options });
+export const getConfigSchema = <ThrowOnError extends boolean = false>(options?: Options<GetConfigSchemaData, ThrowOnError>) => (options?.client ?? client).get<GetConfigSchemaResponses, unknown, ThrowOnError>({ url: '/api/v1/config/schema', ...options });
 
 /**
  * List Presets
  *
  * Named configs shipped with the engine (engine/configs*.yaml).
  */
-export const listPresetsApiV1ConfigPresetsGet = <ThrowOnError extends boolean = false>(options?: Options<ListPresetsApiV1ConfigPresetsGetData, ThrowOnError>) => (options?.client ?? client).get<ListPresetsApiV1ConfigPresetsGetResponses, unknown, ThrowOnError>({ url: '/api/v1/config/presets', ...options });
+export const listPresets = <ThrowOnError extends boolean = false>(options?: Options<ListPresetsData, ThrowOnError>) => (options?.client ?? client).get<ListPresetsResponses, unknown, ThrowOnError>({ url: '/api/v1/config/presets', ...options });
 
 /**
  * Get Preset
  */
-export const getPresetApiV1ConfigPresetsNameGet = <ThrowOnError extends boolean = false>(options: Options<GetPresetApiV1ConfigPresetsNameGetData, ThrowOnError>) => (options.client ?? client).get<GetPresetApiV1ConfigPresetsNameGetResponses, GetPresetApiV1ConfigPresetsNameGetErrors, ThrowOnError>({ url: '/api/v1/config/presets/{name}', ...options });
+export const getPreset = <ThrowOnError extends boolean = false>(options: Options<GetPresetData, ThrowOnError>) => (options.client ?? client).get<GetPresetResponses, GetPresetErrors, ThrowOnError>({ url: '/api/v1/config/presets/{name}', ...options });
 
 /**
  * Validate Config
  *
  * Check a config without creating a run: the resolved config, or a 422 naming the key.
  */
-export const validateConfigApiV1ConfigValidatePost = <ThrowOnError extends boolean = false>(options: Options<ValidateConfigApiV1ConfigValidatePostData, ThrowOnError>) => (options.client ?? client).post<ValidateConfigApiV1ConfigValidatePostResponses, ValidateConfigApiV1ConfigValidatePostErrors, ThrowOnError>({
+export const validateConfig = <ThrowOnError extends boolean = false>(options: Options<ValidateConfigData, ThrowOnError>) => (options.client ?? client).post<ValidateConfigResponses, ValidateConfigErrors, ThrowOnError>({
     url: '/api/v1/config/validate',
     ...options,
     headers: {
@@ -59,12 +59,12 @@ export const validateConfigApiV1ConfigValidatePost = <ThrowOnError extends boole
 /**
  * List Experiments
  */
-export const listExperimentsApiV1ExperimentsGet = <ThrowOnError extends boolean = false>(options?: Options<ListExperimentsApiV1ExperimentsGetData, ThrowOnError>) => (options?.client ?? client).get<ListExperimentsApiV1ExperimentsGetResponses, ListExperimentsApiV1ExperimentsGetErrors, ThrowOnError>({ url: '/api/v1/experiments', ...options });
+export const listExperiments = <ThrowOnError extends boolean = false>(options?: Options<ListExperimentsData, ThrowOnError>) => (options?.client ?? client).get<ListExperimentsResponses, ListExperimentsErrors, ThrowOnError>({ url: '/api/v1/experiments', ...options });
 
 /**
  * Create Experiment
  */
-export const createExperimentApiV1ExperimentsPost = <ThrowOnError extends boolean = false>(options: Options<CreateExperimentApiV1ExperimentsPostData, ThrowOnError>) => (options.client ?? client).post<CreateExperimentApiV1ExperimentsPostResponses, CreateExperimentApiV1ExperimentsPostErrors, ThrowOnError>({
+export const createExperiment = <ThrowOnError extends boolean = false>(options: Options<CreateExperimentData, ThrowOnError>) => (options.client ?? client).post<CreateExperimentResponses, CreateExperimentErrors, ThrowOnError>({
     url: '/api/v1/experiments',
     ...options,
     headers: {
@@ -78,17 +78,17 @@ export const createExperimentApiV1ExperimentsPost = <ThrowOnError extends boolea
  *
  * Deletes the experiment with its runs (data and files); refused while one of them is active.
  */
-export const deleteExperimentApiV1ExperimentsExperimentIdDelete = <ThrowOnError extends boolean = false>(options: Options<DeleteExperimentApiV1ExperimentsExperimentIdDeleteData, ThrowOnError>) => (options.client ?? client).delete<DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponses, DeleteExperimentApiV1ExperimentsExperimentIdDeleteErrors, ThrowOnError>({ url: '/api/v1/experiments/{experiment_id}', ...options });
+export const deleteExperiment = <ThrowOnError extends boolean = false>(options: Options<DeleteExperimentData, ThrowOnError>) => (options.client ?? client).delete<DeleteExperimentResponses, DeleteExperimentErrors, ThrowOnError>({ url: '/api/v1/experiments/{experiment_id}', ...options });
 
 /**
  * Get Experiment
  */
-export const getExperimentApiV1ExperimentsExperimentIdGet = <ThrowOnError extends boolean = false>(options: Options<GetExperimentApiV1ExperimentsExperimentIdGetData, ThrowOnError>) => (options.client ?? client).get<GetExperimentApiV1ExperimentsExperimentIdGetResponses, GetExperimentApiV1ExperimentsExperimentIdGetErrors, ThrowOnError>({ url: '/api/v1/experiments/{experiment_id}', ...options });
+export const getExperiment = <ThrowOnError extends boolean = false>(options: Options<GetExperimentData, ThrowOnError>) => (options.client ?? client).get<GetExperimentResponses, GetExperimentErrors, ThrowOnError>({ url: '/api/v1/experiments/{experiment_id}', ...options });
 
 /**
  * Update Experiment
  */
-export const updateExperimentApiV1ExperimentsExperimentIdPatch = <ThrowOnError extends boolean = false>(options: Options<UpdateExperimentApiV1ExperimentsExperimentIdPatchData, ThrowOnError>) => (options.client ?? client).patch<UpdateExperimentApiV1ExperimentsExperimentIdPatchResponses, UpdateExperimentApiV1ExperimentsExperimentIdPatchErrors, ThrowOnError>({
+export const updateExperiment = <ThrowOnError extends boolean = false>(options: Options<UpdateExperimentData, ThrowOnError>) => (options.client ?? client).patch<UpdateExperimentResponses, UpdateExperimentErrors, ThrowOnError>({
     url: '/api/v1/experiments/{experiment_id}',
     ...options,
     headers: {
@@ -100,17 +100,17 @@ export const updateExperimentApiV1ExperimentsExperimentIdPatch = <ThrowOnError e
 /**
  * SSE: the runs list (created, status, progress, deleted)
  */
-export const runsEventsApiV1RunsEventsGet = <ThrowOnError extends boolean = false>(options?: Options<RunsEventsApiV1RunsEventsGetData, ThrowOnError>) => (options?.client ?? client).get<RunsEventsApiV1RunsEventsGetResponses, RunsEventsApiV1RunsEventsGetErrors, ThrowOnError>({ url: '/api/v1/runs/events', ...options });
+export const streamRunsEvents = <ThrowOnError extends boolean = false>(options?: Options<StreamRunsEventsData, ThrowOnError>) => (options?.client ?? client).get<StreamRunsEventsResponses, StreamRunsEventsErrors, ThrowOnError>({ url: '/api/v1/runs/events', ...options });
 
 /**
  * SSE: one run's metrics, samples, status and log lines
  */
-export const runEventsApiV1RunsRunIdEventsGet = <ThrowOnError extends boolean = false>(options: Options<RunEventsApiV1RunsRunIdEventsGetData, ThrowOnError>) => (options.client ?? client).get<RunEventsApiV1RunsRunIdEventsGetResponses, RunEventsApiV1RunsRunIdEventsGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/events', ...options });
+export const streamRunEvents = <ThrowOnError extends boolean = false>(options: Options<StreamRunEventsData, ThrowOnError>) => (options.client ?? client).get<StreamRunEventsResponses, StreamRunEventsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/events', ...options });
 
 /**
  * List Runs
  */
-export const listRunsApiV1RunsGet = <ThrowOnError extends boolean = false>(options?: Options<ListRunsApiV1RunsGetData, ThrowOnError>) => (options?.client ?? client).get<ListRunsApiV1RunsGetResponses, ListRunsApiV1RunsGetErrors, ThrowOnError>({ url: '/api/v1/runs', ...options });
+export const listRuns = <ThrowOnError extends boolean = false>(options?: Options<ListRunsData, ThrowOnError>) => (options?.client ?? client).get<ListRunsResponses, ListRunsErrors, ThrowOnError>({ url: '/api/v1/runs', ...options });
 
 /**
  * Create Run
@@ -118,7 +118,7 @@ export const listRunsApiV1RunsGet = <ThrowOnError extends boolean = false>(optio
  * Validate the config with the engine's schema, record the run and queue it for launch on Ray
  * (FIFO, at most RLSTUDIO_MAX_CONCURRENT_RUNS at a time). A bad config is a 422 naming the key.
  */
-export const createRunApiV1RunsPost = <ThrowOnError extends boolean = false>(options: Options<CreateRunApiV1RunsPostData, ThrowOnError>) => (options.client ?? client).post<CreateRunApiV1RunsPostResponses, CreateRunApiV1RunsPostErrors, ThrowOnError>({
+export const createRun = <ThrowOnError extends boolean = false>(options: Options<CreateRunData, ThrowOnError>) => (options.client ?? client).post<CreateRunResponses, CreateRunErrors, ThrowOnError>({
     url: '/api/v1/runs',
     ...options,
     headers: {
@@ -128,21 +128,21 @@ export const createRunApiV1RunsPost = <ThrowOnError extends boolean = false>(opt
 });
 
 /**
- * Remove Run
+ * Delete Run
  *
  * Deletes the run's data and its directory; refused while it is queued, starting or running.
  */
-export const removeRunApiV1RunsRunIdDelete = <ThrowOnError extends boolean = false>(options: Options<RemoveRunApiV1RunsRunIdDeleteData, ThrowOnError>) => (options.client ?? client).delete<RemoveRunApiV1RunsRunIdDeleteResponses, RemoveRunApiV1RunsRunIdDeleteErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}', ...options });
+export const deleteRun = <ThrowOnError extends boolean = false>(options: Options<DeleteRunData, ThrowOnError>) => (options.client ?? client).delete<DeleteRunResponses, DeleteRunErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}', ...options });
 
 /**
  * Get Run
  */
-export const getRunApiV1RunsRunIdGet = <ThrowOnError extends boolean = false>(options: Options<GetRunApiV1RunsRunIdGetData, ThrowOnError>) => (options.client ?? client).get<GetRunApiV1RunsRunIdGetResponses, GetRunApiV1RunsRunIdGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}', ...options });
+export const getRun = <ThrowOnError extends boolean = false>(options: Options<GetRunData, ThrowOnError>) => (options.client ?? client).get<GetRunResponses, GetRunErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}', ...options });
 
 /**
  * Update Run
  */
-export const updateRunApiV1RunsRunIdPatch = <ThrowOnError extends boolean = false>(options: Options<UpdateRunApiV1RunsRunIdPatchData, ThrowOnError>) => (options.client ?? client).patch<UpdateRunApiV1RunsRunIdPatchResponses, UpdateRunApiV1RunsRunIdPatchErrors, ThrowOnError>({
+export const updateRun = <ThrowOnError extends boolean = false>(options: Options<UpdateRunData, ThrowOnError>) => (options.client ?? client).patch<UpdateRunResponses, UpdateRunErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}',
     ...options,
     headers: {
@@ -156,14 +156,14 @@ export const updateRunApiV1RunsRunIdPatch = <ThrowOnError extends boolean = fals
  *
  * Stop the run's Ray job (every process gone within seconds) or take it off the queue.
  */
-export const cancelRunApiV1RunsRunIdCancelPost = <ThrowOnError extends boolean = false>(options: Options<CancelRunApiV1RunsRunIdCancelPostData, ThrowOnError>) => (options.client ?? client).post<CancelRunApiV1RunsRunIdCancelPostResponses, CancelRunApiV1RunsRunIdCancelPostErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/cancel', ...options });
+export const cancelRun = <ThrowOnError extends boolean = false>(options: Options<CancelRunData, ThrowOnError>) => (options.client ?? client).post<CancelRunResponses, CancelRunErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/cancel', ...options });
 
 /**
  * Fork Run
  *
  * A new run with the parent's config plus these edits, linked to its parent.
  */
-export const forkRunApiV1RunsRunIdForkPost = <ThrowOnError extends boolean = false>(options: Options<ForkRunApiV1RunsRunIdForkPostData, ThrowOnError>) => (options.client ?? client).post<ForkRunApiV1RunsRunIdForkPostResponses, ForkRunApiV1RunsRunIdForkPostErrors, ThrowOnError>({
+export const forkRun = <ThrowOnError extends boolean = false>(options: Options<ForkRunData, ThrowOnError>) => (options.client ?? client).post<ForkRunResponses, ForkRunErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/fork',
     ...options,
     headers: {
@@ -177,28 +177,28 @@ export const forkRunApiV1RunsRunIdForkPost = <ThrowOnError extends boolean = fal
  *
  * A new run that continues the parent from its last checkpoint (trainer.resume_mode=resume_path).
  */
-export const resumeRunApiV1RunsRunIdResumePost = <ThrowOnError extends boolean = false>(options: Options<ResumeRunApiV1RunsRunIdResumePostData, ThrowOnError>) => (options.client ?? client).post<ResumeRunApiV1RunsRunIdResumePostResponses, ResumeRunApiV1RunsRunIdResumePostErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/resume', ...options });
+export const resumeRun = <ThrowOnError extends boolean = false>(options: Options<ResumeRunData, ThrowOnError>) => (options.client ?? client).post<ResumeRunResponses, ResumeRunErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/resume', ...options });
 
 /**
- * List Files
+ * List Run Files
  *
  * The run's checkpoints, exported model and other files (its directory, scanned now).
  */
-export const listFilesApiV1RunsRunIdFilesGet = <ThrowOnError extends boolean = false>(options: Options<ListFilesApiV1RunsRunIdFilesGetData, ThrowOnError>) => (options.client ?? client).get<ListFilesApiV1RunsRunIdFilesGetResponses, ListFilesApiV1RunsRunIdFilesGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/files', ...options });
+export const listRunFiles = <ThrowOnError extends boolean = false>(options: Options<ListRunFilesData, ThrowOnError>) => (options.client ?? client).get<ListRunFilesResponses, ListRunFilesErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/files', ...options });
 
 /**
- * Download File
+ * Download Run File
  *
  * A file inside the run's own directory; anything that resolves outside it is refused.
  */
-export const downloadFileApiV1RunsRunIdFilesPathGet = <ThrowOnError extends boolean = false>(options: Options<DownloadFileApiV1RunsRunIdFilesPathGetData, ThrowOnError>) => (options.client ?? client).get<DownloadFileApiV1RunsRunIdFilesPathGetResponses, DownloadFileApiV1RunsRunIdFilesPathGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/files/{path}', ...options });
+export const downloadRunFile = <ThrowOnError extends boolean = false>(options: Options<DownloadRunFileData, ThrowOnError>) => (options.client ?? client).get<DownloadRunFileResponses, DownloadRunFileErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/files/{path}', ...options });
 
 /**
- * Run Metrics
+ * List Run Metrics
  *
  * This run's series: one entry per key with steps, values, wall times.
  */
-export const runMetricsApiV1RunsRunIdMetricsGet = <ThrowOnError extends boolean = false>(options: Options<RunMetricsApiV1RunsRunIdMetricsGetData, ThrowOnError>) => (options.client ?? client).get<RunMetricsApiV1RunsRunIdMetricsGetResponses, RunMetricsApiV1RunsRunIdMetricsGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics', ...options });
+export const listRunMetrics = <ThrowOnError extends boolean = false>(options: Options<ListRunMetricsData, ThrowOnError>) => (options.client ?? client).get<ListRunMetricsResponses, ListRunMetricsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics', ...options });
 
 /**
  * Ingest Metrics
@@ -208,7 +208,7 @@ export const runMetricsApiV1RunsRunIdMetricsGet = <ThrowOnError extends boolean 
  * ([{key, steps, values, wall_times?}]).
  * At most RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST points (default 10,000) per request, else 413.
  */
-export const ingestMetricsApiV1RunsRunIdMetricsPost = <ThrowOnError extends boolean = false>(options: Options<IngestMetricsApiV1RunsRunIdMetricsPostData, ThrowOnError>) => (options.client ?? client).post<IngestMetricsApiV1RunsRunIdMetricsPostResponses, IngestMetricsApiV1RunsRunIdMetricsPostErrors, ThrowOnError>({
+export const ingestMetrics = <ThrowOnError extends boolean = false>(options: Options<IngestMetricsData, ThrowOnError>) => (options.client ?? client).post<IngestMetricsResponses, IngestMetricsErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/metrics',
     ...options,
     headers: {
@@ -218,47 +218,47 @@ export const ingestMetricsApiV1RunsRunIdMetricsPost = <ThrowOnError extends bool
 });
 
 /**
- * Run Metric Keys
+ * List Run Metric Keys
  */
-export const runMetricKeysApiV1RunsRunIdMetricsKeysGet = <ThrowOnError extends boolean = false>(options: Options<RunMetricKeysApiV1RunsRunIdMetricsKeysGetData, ThrowOnError>) => (options.client ?? client).get<RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponses, RunMetricKeysApiV1RunsRunIdMetricsKeysGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/keys', ...options });
+export const listRunMetricKeys = <ThrowOnError extends boolean = false>(options: Options<ListRunMetricKeysData, ThrowOnError>) => (options.client ?? client).get<ListRunMetricKeysResponses, ListRunMetricKeysErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/keys', ...options });
 
 /**
- * Run Latest Metrics
+ * Get Latest Metrics
  *
  * The newest value of every key (or of the keys asked for).
  */
-export const runLatestMetricsApiV1RunsRunIdMetricsLatestGet = <ThrowOnError extends boolean = false>(options: Options<RunLatestMetricsApiV1RunsRunIdMetricsLatestGetData, ThrowOnError>) => (options.client ?? client).get<RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponses, RunLatestMetricsApiV1RunsRunIdMetricsLatestGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/latest', ...options });
+export const getLatestMetrics = <ThrowOnError extends boolean = false>(options: Options<GetLatestMetricsData, ThrowOnError>) => (options.client ?? client).get<GetLatestMetricsResponses, GetLatestMetricsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/latest', ...options });
 
 /**
  * Export Metrics
  *
  * Every point of the run: `wide` = one row per step, one column per key; `long` = step,key,value,wall_time.
  */
-export const exportMetricsApiV1RunsRunIdMetricsExportGet = <ThrowOnError extends boolean = false>(options: Options<ExportMetricsApiV1RunsRunIdMetricsExportGetData, ThrowOnError>) => (options.client ?? client).get<ExportMetricsApiV1RunsRunIdMetricsExportGetResponses, ExportMetricsApiV1RunsRunIdMetricsExportGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/export', ...options });
+export const exportMetrics = <ThrowOnError extends boolean = false>(options: Options<ExportMetricsData, ThrowOnError>) => (options.client ?? client).get<ExportMetricsResponses, ExportMetricsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/metrics/export', ...options });
 
 /**
  * Query Metrics
  *
  * Runs x keys x step range, for charts and comparisons: one request for a whole page of charts.
  */
-export const queryMetricsApiV1MetricsGet = <ThrowOnError extends boolean = false>(options: Options<QueryMetricsApiV1MetricsGetData, ThrowOnError>) => (options.client ?? client).get<QueryMetricsApiV1MetricsGetResponses, QueryMetricsApiV1MetricsGetErrors, ThrowOnError>({ url: '/api/v1/metrics', ...options });
+export const queryMetrics = <ThrowOnError extends boolean = false>(options: Options<QueryMetricsData, ThrowOnError>) => (options.client ?? client).get<QueryMetricsResponses, QueryMetricsErrors, ThrowOnError>({ url: '/api/v1/metrics', ...options });
 
 /**
  * Query Metric Keys
  */
-export const queryMetricKeysApiV1MetricsKeysGet = <ThrowOnError extends boolean = false>(options: Options<QueryMetricKeysApiV1MetricsKeysGetData, ThrowOnError>) => (options.client ?? client).get<QueryMetricKeysApiV1MetricsKeysGetResponses, QueryMetricKeysApiV1MetricsKeysGetErrors, ThrowOnError>({ url: '/api/v1/metrics/keys', ...options });
+export const queryMetricKeys = <ThrowOnError extends boolean = false>(options: Options<QueryMetricKeysData, ThrowOnError>) => (options.client ?? client).get<QueryMetricKeysResponses, QueryMetricKeysErrors, ThrowOnError>({ url: '/api/v1/metrics/keys', ...options });
 
 /**
  * List Samples
  */
-export const listSamplesApiV1RunsRunIdSamplesGet = <ThrowOnError extends boolean = false>(options: Options<ListSamplesApiV1RunsRunIdSamplesGetData, ThrowOnError>) => (options.client ?? client).get<ListSamplesApiV1RunsRunIdSamplesGetResponses, ListSamplesApiV1RunsRunIdSamplesGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples', ...options });
+export const listSamples = <ThrowOnError extends boolean = false>(options: Options<ListSamplesData, ThrowOnError>) => (options.client ?? client).get<ListSamplesResponses, ListSamplesErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples', ...options });
 
 /**
  * Ingest Samples
  *
  * Batch ingest, idempotent on (run, split, step, sample_index).
  */
-export const ingestSamplesApiV1RunsRunIdSamplesPost = <ThrowOnError extends boolean = false>(options: Options<IngestSamplesApiV1RunsRunIdSamplesPostData, ThrowOnError>) => (options.client ?? client).post<IngestSamplesApiV1RunsRunIdSamplesPostResponses, IngestSamplesApiV1RunsRunIdSamplesPostErrors, ThrowOnError>({
+export const ingestSamples = <ThrowOnError extends boolean = false>(options: Options<IngestSamplesData, ThrowOnError>) => (options.client ?? client).post<IngestSamplesResponses, IngestSamplesErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/samples',
     ...options,
     headers: {
@@ -268,45 +268,45 @@ export const ingestSamplesApiV1RunsRunIdSamplesPost = <ThrowOnError extends bool
 });
 
 /**
- * Sample Steps
+ * List Sample Steps
  *
  * The steps that have samples, with counts and mean score (for the step slider).
  */
-export const sampleStepsApiV1RunsRunIdSamplesStepsGet = <ThrowOnError extends boolean = false>(options: Options<SampleStepsApiV1RunsRunIdSamplesStepsGetData, ThrowOnError>) => (options.client ?? client).get<SampleStepsApiV1RunsRunIdSamplesStepsGetResponses, SampleStepsApiV1RunsRunIdSamplesStepsGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples/steps', ...options });
+export const listSampleSteps = <ThrowOnError extends boolean = false>(options: Options<ListSampleStepsData, ThrowOnError>) => (options.client ?? client).get<ListSampleStepsResponses, ListSampleStepsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples/steps', ...options });
 
 /**
  * Get Sample
  */
-export const getSampleApiV1RunsRunIdSamplesSampleIdGet = <ThrowOnError extends boolean = false>(options: Options<GetSampleApiV1RunsRunIdSamplesSampleIdGetData, ThrowOnError>) => (options.client ?? client).get<GetSampleApiV1RunsRunIdSamplesSampleIdGetResponses, GetSampleApiV1RunsRunIdSamplesSampleIdGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples/{sample_id}', ...options });
+export const getSample = <ThrowOnError extends boolean = false>(options: Options<GetSampleData, ThrowOnError>) => (options.client ?? client).get<GetSampleResponses, GetSampleErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/samples/{sample_id}', ...options });
 
 /**
- * Same Prompt
+ * List Samples By Prompt
  *
  * The same prompt's answers across runs and steps (side-by-side views), ordered by run, step, position.
  */
-export const samePromptApiV1SamplesByPromptGet = <ThrowOnError extends boolean = false>(options: Options<SamePromptApiV1SamplesByPromptGetData, ThrowOnError>) => (options.client ?? client).get<SamePromptApiV1SamplesByPromptGetResponses, SamePromptApiV1SamplesByPromptGetErrors, ThrowOnError>({ url: '/api/v1/samples/by-prompt', ...options });
+export const listSamplesByPrompt = <ThrowOnError extends boolean = false>(options: Options<ListSamplesByPromptData, ThrowOnError>) => (options.client ?? client).get<ListSamplesByPromptResponses, ListSamplesByPromptErrors, ThrowOnError>({ url: '/api/v1/samples/by-prompt', ...options });
 
 /**
- * Newest Answers
+ * List Newest Answers
  *
  * Each run's answers at its newest step of `split` (no prompts, no per-token arrays): what the runs
  * table's degenerate-answer check reads, for many runs in one request.
  */
-export const newestAnswersApiV1SamplesNewestGet = <ThrowOnError extends boolean = false>(options: Options<NewestAnswersApiV1SamplesNewestGetData, ThrowOnError>) => (options.client ?? client).get<NewestAnswersApiV1SamplesNewestGetResponses, NewestAnswersApiV1SamplesNewestGetErrors, ThrowOnError>({ url: '/api/v1/samples/newest', ...options });
+export const listNewestAnswers = <ThrowOnError extends boolean = false>(options: Options<ListNewestAnswersData, ThrowOnError>) => (options.client ?? client).get<ListNewestAnswersResponses, ListNewestAnswersErrors, ThrowOnError>({ url: '/api/v1/samples/newest', ...options });
 
 /**
- * Read Logs
+ * List Logs
  *
  * Paged history in order (`skip`/`limit`, or `after_id` to follow), or the last `tail` lines.
  */
-export const readLogsApiV1RunsRunIdLogsGet = <ThrowOnError extends boolean = false>(options: Options<ReadLogsApiV1RunsRunIdLogsGetData, ThrowOnError>) => (options.client ?? client).get<ReadLogsApiV1RunsRunIdLogsGetResponses, ReadLogsApiV1RunsRunIdLogsGetErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/logs', ...options });
+export const listLogs = <ThrowOnError extends boolean = false>(options: Options<ListLogsData, ThrowOnError>) => (options.client ?? client).get<ListLogsResponses, ListLogsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/logs', ...options });
 
 /**
  * Ingest Logs
  *
  * Log lines, idempotent on (run, source, seq).
  */
-export const ingestLogsApiV1RunsRunIdLogsPost = <ThrowOnError extends boolean = false>(options: Options<IngestLogsApiV1RunsRunIdLogsPostData, ThrowOnError>) => (options.client ?? client).post<IngestLogsApiV1RunsRunIdLogsPostResponses, IngestLogsApiV1RunsRunIdLogsPostErrors, ThrowOnError>({
+export const ingestLogs = <ThrowOnError extends boolean = false>(options: Options<IngestLogsData, ThrowOnError>) => (options.client ?? client).post<IngestLogsResponses, IngestLogsErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/logs',
     ...options,
     headers: {
@@ -316,11 +316,11 @@ export const ingestLogsApiV1RunsRunIdLogsPost = <ThrowOnError extends boolean = 
 });
 
 /**
- * Report Status
+ * Report Run Status
  *
  * The engine's `log_status`: running / succeeded / failed (with `error`). Terminal states stick.
  */
-export const reportStatusApiV1RunsRunIdStatusPost = <ThrowOnError extends boolean = false>(options: Options<ReportStatusApiV1RunsRunIdStatusPostData, ThrowOnError>) => (options.client ?? client).post<ReportStatusApiV1RunsRunIdStatusPostResponses, ReportStatusApiV1RunsRunIdStatusPostErrors, ThrowOnError>({
+export const reportRunStatus = <ThrowOnError extends boolean = false>(options: Options<ReportRunStatusData, ThrowOnError>) => (options.client ?? client).post<ReportRunStatusResponses, ReportRunStatusErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/status',
     ...options,
     headers: {

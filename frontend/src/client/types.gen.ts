@@ -1096,32 +1096,32 @@ export type ValidationError = {
     };
 };
 
-export type HealthApiV1HealthGetData = {
+export type GetHealthData = {
     body?: never;
     path?: never;
     query?: never;
     url: '/api/v1/health';
 };
 
-export type HealthApiV1HealthGetResponses = {
+export type GetHealthResponses = {
     /**
      * Successful Response
      */
     200: Health;
 };
 
-export type HealthApiV1HealthGetResponse = HealthApiV1HealthGetResponses[keyof HealthApiV1HealthGetResponses];
+export type GetHealthResponse = GetHealthResponses[keyof GetHealthResponses];
 
-export type ConfigSchemaApiV1ConfigSchemaGetData = {
+export type GetConfigSchemaData = {
     body?: never;
     path?: never;
     query?: never;
     url: '/api/v1/config/schema';
 };
 
-export type ConfigSchemaApiV1ConfigSchemaGetResponses = {
+export type GetConfigSchemaResponses = {
     /**
-     * Response Config Schema Api V1 Config Schema Get
+     * Response Getconfigschema
      *
      * Successful Response
      */
@@ -1130,25 +1130,25 @@ export type ConfigSchemaApiV1ConfigSchemaGetResponses = {
     };
 };
 
-export type ConfigSchemaApiV1ConfigSchemaGetResponse = ConfigSchemaApiV1ConfigSchemaGetResponses[keyof ConfigSchemaApiV1ConfigSchemaGetResponses];
+export type GetConfigSchemaResponse = GetConfigSchemaResponses[keyof GetConfigSchemaResponses];
 
-export type ListPresetsApiV1ConfigPresetsGetData = {
+export type ListPresetsData = {
     body?: never;
     path?: never;
     query?: never;
     url: '/api/v1/config/presets';
 };
 
-export type ListPresetsApiV1ConfigPresetsGetResponses = {
+export type ListPresetsResponses = {
     /**
      * Successful Response
      */
     200: Presets;
 };
 
-export type ListPresetsApiV1ConfigPresetsGetResponse = ListPresetsApiV1ConfigPresetsGetResponses[keyof ListPresetsApiV1ConfigPresetsGetResponses];
+export type ListPresetsResponse = ListPresetsResponses[keyof ListPresetsResponses];
 
-export type GetPresetApiV1ConfigPresetsNameGetData = {
+export type GetPresetData = {
     body?: never;
     path: {
         /**
@@ -1160,50 +1160,50 @@ export type GetPresetApiV1ConfigPresetsNameGetData = {
     url: '/api/v1/config/presets/{name}';
 };
 
-export type GetPresetApiV1ConfigPresetsNameGetErrors = {
+export type GetPresetErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type GetPresetApiV1ConfigPresetsNameGetError = GetPresetApiV1ConfigPresetsNameGetErrors[keyof GetPresetApiV1ConfigPresetsNameGetErrors];
+export type GetPresetError = GetPresetErrors[keyof GetPresetErrors];
 
-export type GetPresetApiV1ConfigPresetsNameGetResponses = {
+export type GetPresetResponses = {
     /**
      * Successful Response
      */
     200: Preset;
 };
 
-export type GetPresetApiV1ConfigPresetsNameGetResponse = GetPresetApiV1ConfigPresetsNameGetResponses[keyof GetPresetApiV1ConfigPresetsNameGetResponses];
+export type GetPresetResponse = GetPresetResponses[keyof GetPresetResponses];
 
-export type ValidateConfigApiV1ConfigValidatePostData = {
+export type ValidateConfigData = {
     body: ConfigCheck;
     path?: never;
     query?: never;
     url: '/api/v1/config/validate';
 };
 
-export type ValidateConfigApiV1ConfigValidatePostErrors = {
+export type ValidateConfigErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ValidateConfigApiV1ConfigValidatePostError = ValidateConfigApiV1ConfigValidatePostErrors[keyof ValidateConfigApiV1ConfigValidatePostErrors];
+export type ValidateConfigError = ValidateConfigErrors[keyof ValidateConfigErrors];
 
-export type ValidateConfigApiV1ConfigValidatePostResponses = {
+export type ValidateConfigResponses = {
     /**
      * Successful Response
      */
     200: ConfigChecked;
 };
 
-export type ValidateConfigApiV1ConfigValidatePostResponse = ValidateConfigApiV1ConfigValidatePostResponses[keyof ValidateConfigApiV1ConfigValidatePostResponses];
+export type ValidateConfigResponse = ValidateConfigResponses[keyof ValidateConfigResponses];
 
-export type ListExperimentsApiV1ExperimentsGetData = {
+export type ListExperimentsData = {
     body?: never;
     path?: never;
     query?: {
@@ -1225,50 +1225,50 @@ export type ListExperimentsApiV1ExperimentsGetData = {
     url: '/api/v1/experiments';
 };
 
-export type ListExperimentsApiV1ExperimentsGetErrors = {
+export type ListExperimentsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ListExperimentsApiV1ExperimentsGetError = ListExperimentsApiV1ExperimentsGetErrors[keyof ListExperimentsApiV1ExperimentsGetErrors];
+export type ListExperimentsError = ListExperimentsErrors[keyof ListExperimentsErrors];
 
-export type ListExperimentsApiV1ExperimentsGetResponses = {
+export type ListExperimentsResponses = {
     /**
      * Successful Response
      */
     200: ExperimentsPublic;
 };
 
-export type ListExperimentsApiV1ExperimentsGetResponse = ListExperimentsApiV1ExperimentsGetResponses[keyof ListExperimentsApiV1ExperimentsGetResponses];
+export type ListExperimentsResponse = ListExperimentsResponses[keyof ListExperimentsResponses];
 
-export type CreateExperimentApiV1ExperimentsPostData = {
+export type CreateExperimentData = {
     body: ExperimentCreate;
     path?: never;
     query?: never;
     url: '/api/v1/experiments';
 };
 
-export type CreateExperimentApiV1ExperimentsPostErrors = {
+export type CreateExperimentErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type CreateExperimentApiV1ExperimentsPostError = CreateExperimentApiV1ExperimentsPostErrors[keyof CreateExperimentApiV1ExperimentsPostErrors];
+export type CreateExperimentError = CreateExperimentErrors[keyof CreateExperimentErrors];
 
-export type CreateExperimentApiV1ExperimentsPostResponses = {
+export type CreateExperimentResponses = {
     /**
      * Successful Response
      */
     201: ExperimentPublic;
 };
 
-export type CreateExperimentApiV1ExperimentsPostResponse = CreateExperimentApiV1ExperimentsPostResponses[keyof CreateExperimentApiV1ExperimentsPostResponses];
+export type CreateExperimentResponse = CreateExperimentResponses[keyof CreateExperimentResponses];
 
-export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteData = {
+export type DeleteExperimentData = {
     body?: never;
     path: {
         /**
@@ -1280,25 +1280,25 @@ export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteData = {
     url: '/api/v1/experiments/{experiment_id}';
 };
 
-export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteErrors = {
+export type DeleteExperimentErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteError = DeleteExperimentApiV1ExperimentsExperimentIdDeleteErrors[keyof DeleteExperimentApiV1ExperimentsExperimentIdDeleteErrors];
+export type DeleteExperimentError = DeleteExperimentErrors[keyof DeleteExperimentErrors];
 
-export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponses = {
+export type DeleteExperimentResponses = {
     /**
      * Successful Response
      */
     204: void;
 };
 
-export type DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponse = DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponses[keyof DeleteExperimentApiV1ExperimentsExperimentIdDeleteResponses];
+export type DeleteExperimentResponse = DeleteExperimentResponses[keyof DeleteExperimentResponses];
 
-export type GetExperimentApiV1ExperimentsExperimentIdGetData = {
+export type GetExperimentData = {
     body?: never;
     path: {
         /**
@@ -1310,25 +1310,25 @@ export type GetExperimentApiV1ExperimentsExperimentIdGetData = {
     url: '/api/v1/experiments/{experiment_id}';
 };
 
-export type GetExperimentApiV1ExperimentsExperimentIdGetErrors = {
+export type GetExperimentErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type GetExperimentApiV1ExperimentsExperimentIdGetError = GetExperimentApiV1ExperimentsExperimentIdGetErrors[keyof GetExperimentApiV1ExperimentsExperimentIdGetErrors];
+export type GetExperimentError = GetExperimentErrors[keyof GetExperimentErrors];
 
-export type GetExperimentApiV1ExperimentsExperimentIdGetResponses = {
+export type GetExperimentResponses = {
     /**
      * Successful Response
      */
     200: ExperimentPublic;
 };
 
-export type GetExperimentApiV1ExperimentsExperimentIdGetResponse = GetExperimentApiV1ExperimentsExperimentIdGetResponses[keyof GetExperimentApiV1ExperimentsExperimentIdGetResponses];
+export type GetExperimentResponse = GetExperimentResponses[keyof GetExperimentResponses];
 
-export type UpdateExperimentApiV1ExperimentsExperimentIdPatchData = {
+export type UpdateExperimentData = {
     body: ExperimentUpdate;
     path: {
         /**
@@ -1340,25 +1340,25 @@ export type UpdateExperimentApiV1ExperimentsExperimentIdPatchData = {
     url: '/api/v1/experiments/{experiment_id}';
 };
 
-export type UpdateExperimentApiV1ExperimentsExperimentIdPatchErrors = {
+export type UpdateExperimentErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type UpdateExperimentApiV1ExperimentsExperimentIdPatchError = UpdateExperimentApiV1ExperimentsExperimentIdPatchErrors[keyof UpdateExperimentApiV1ExperimentsExperimentIdPatchErrors];
+export type UpdateExperimentError = UpdateExperimentErrors[keyof UpdateExperimentErrors];
 
-export type UpdateExperimentApiV1ExperimentsExperimentIdPatchResponses = {
+export type UpdateExperimentResponses = {
     /**
      * Successful Response
      */
     200: ExperimentPublic;
 };
 
-export type UpdateExperimentApiV1ExperimentsExperimentIdPatchResponse = UpdateExperimentApiV1ExperimentsExperimentIdPatchResponses[keyof UpdateExperimentApiV1ExperimentsExperimentIdPatchResponses];
+export type UpdateExperimentResponse = UpdateExperimentResponses[keyof UpdateExperimentResponses];
 
-export type RunsEventsApiV1RunsEventsGetData = {
+export type StreamRunsEventsData = {
     body?: never;
     headers?: {
         /**
@@ -1382,23 +1382,23 @@ export type RunsEventsApiV1RunsEventsGetData = {
     url: '/api/v1/runs/events';
 };
 
-export type RunsEventsApiV1RunsEventsGetErrors = {
+export type StreamRunsEventsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RunsEventsApiV1RunsEventsGetError = RunsEventsApiV1RunsEventsGetErrors[keyof RunsEventsApiV1RunsEventsGetErrors];
+export type StreamRunsEventsError = StreamRunsEventsErrors[keyof StreamRunsEventsErrors];
 
-export type RunsEventsApiV1RunsEventsGetResponses = {
+export type StreamRunsEventsResponses = {
     /**
      * Successful Response
      */
     200: unknown;
 };
 
-export type RunEventsApiV1RunsRunIdEventsGetData = {
+export type StreamRunEventsData = {
     body?: never;
     headers?: {
         /**
@@ -1427,23 +1427,23 @@ export type RunEventsApiV1RunsRunIdEventsGetData = {
     url: '/api/v1/runs/{run_id}/events';
 };
 
-export type RunEventsApiV1RunsRunIdEventsGetErrors = {
+export type StreamRunEventsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RunEventsApiV1RunsRunIdEventsGetError = RunEventsApiV1RunsRunIdEventsGetErrors[keyof RunEventsApiV1RunsRunIdEventsGetErrors];
+export type StreamRunEventsError = StreamRunEventsErrors[keyof StreamRunEventsErrors];
 
-export type RunEventsApiV1RunsRunIdEventsGetResponses = {
+export type StreamRunEventsResponses = {
     /**
      * Successful Response
      */
     200: unknown;
 };
 
-export type ListRunsApiV1RunsGetData = {
+export type ListRunsData = {
     body?: never;
     path?: never;
     query?: {
@@ -1495,50 +1495,50 @@ export type ListRunsApiV1RunsGetData = {
     url: '/api/v1/runs';
 };
 
-export type ListRunsApiV1RunsGetErrors = {
+export type ListRunsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ListRunsApiV1RunsGetError = ListRunsApiV1RunsGetErrors[keyof ListRunsApiV1RunsGetErrors];
+export type ListRunsError = ListRunsErrors[keyof ListRunsErrors];
 
-export type ListRunsApiV1RunsGetResponses = {
+export type ListRunsResponses = {
     /**
      * Successful Response
      */
     200: RunsPublic;
 };
 
-export type ListRunsApiV1RunsGetResponse = ListRunsApiV1RunsGetResponses[keyof ListRunsApiV1RunsGetResponses];
+export type ListRunsResponse = ListRunsResponses[keyof ListRunsResponses];
 
-export type CreateRunApiV1RunsPostData = {
+export type CreateRunData = {
     body: RunCreate;
     path?: never;
     query?: never;
     url: '/api/v1/runs';
 };
 
-export type CreateRunApiV1RunsPostErrors = {
+export type CreateRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type CreateRunApiV1RunsPostError = CreateRunApiV1RunsPostErrors[keyof CreateRunApiV1RunsPostErrors];
+export type CreateRunError = CreateRunErrors[keyof CreateRunErrors];
 
-export type CreateRunApiV1RunsPostResponses = {
+export type CreateRunResponses = {
     /**
      * Successful Response
      */
     201: RunCreated;
 };
 
-export type CreateRunApiV1RunsPostResponse = CreateRunApiV1RunsPostResponses[keyof CreateRunApiV1RunsPostResponses];
+export type CreateRunResponse = CreateRunResponses[keyof CreateRunResponses];
 
-export type RemoveRunApiV1RunsRunIdDeleteData = {
+export type DeleteRunData = {
     body?: never;
     path: {
         /**
@@ -1550,25 +1550,25 @@ export type RemoveRunApiV1RunsRunIdDeleteData = {
     url: '/api/v1/runs/{run_id}';
 };
 
-export type RemoveRunApiV1RunsRunIdDeleteErrors = {
+export type DeleteRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RemoveRunApiV1RunsRunIdDeleteError = RemoveRunApiV1RunsRunIdDeleteErrors[keyof RemoveRunApiV1RunsRunIdDeleteErrors];
+export type DeleteRunError = DeleteRunErrors[keyof DeleteRunErrors];
 
-export type RemoveRunApiV1RunsRunIdDeleteResponses = {
+export type DeleteRunResponses = {
     /**
      * Successful Response
      */
     204: void;
 };
 
-export type RemoveRunApiV1RunsRunIdDeleteResponse = RemoveRunApiV1RunsRunIdDeleteResponses[keyof RemoveRunApiV1RunsRunIdDeleteResponses];
+export type DeleteRunResponse = DeleteRunResponses[keyof DeleteRunResponses];
 
-export type GetRunApiV1RunsRunIdGetData = {
+export type GetRunData = {
     body?: never;
     path: {
         /**
@@ -1580,25 +1580,25 @@ export type GetRunApiV1RunsRunIdGetData = {
     url: '/api/v1/runs/{run_id}';
 };
 
-export type GetRunApiV1RunsRunIdGetErrors = {
+export type GetRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type GetRunApiV1RunsRunIdGetError = GetRunApiV1RunsRunIdGetErrors[keyof GetRunApiV1RunsRunIdGetErrors];
+export type GetRunError = GetRunErrors[keyof GetRunErrors];
 
-export type GetRunApiV1RunsRunIdGetResponses = {
+export type GetRunResponses = {
     /**
      * Successful Response
      */
     200: RunPublic;
 };
 
-export type GetRunApiV1RunsRunIdGetResponse = GetRunApiV1RunsRunIdGetResponses[keyof GetRunApiV1RunsRunIdGetResponses];
+export type GetRunResponse = GetRunResponses[keyof GetRunResponses];
 
-export type UpdateRunApiV1RunsRunIdPatchData = {
+export type UpdateRunData = {
     body: RunUpdate;
     path: {
         /**
@@ -1610,25 +1610,25 @@ export type UpdateRunApiV1RunsRunIdPatchData = {
     url: '/api/v1/runs/{run_id}';
 };
 
-export type UpdateRunApiV1RunsRunIdPatchErrors = {
+export type UpdateRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type UpdateRunApiV1RunsRunIdPatchError = UpdateRunApiV1RunsRunIdPatchErrors[keyof UpdateRunApiV1RunsRunIdPatchErrors];
+export type UpdateRunError = UpdateRunErrors[keyof UpdateRunErrors];
 
-export type UpdateRunApiV1RunsRunIdPatchResponses = {
+export type UpdateRunResponses = {
     /**
      * Successful Response
      */
     200: RunPublic;
 };
 
-export type UpdateRunApiV1RunsRunIdPatchResponse = UpdateRunApiV1RunsRunIdPatchResponses[keyof UpdateRunApiV1RunsRunIdPatchResponses];
+export type UpdateRunResponse = UpdateRunResponses[keyof UpdateRunResponses];
 
-export type CancelRunApiV1RunsRunIdCancelPostData = {
+export type CancelRunData = {
     body?: never;
     path: {
         /**
@@ -1640,25 +1640,25 @@ export type CancelRunApiV1RunsRunIdCancelPostData = {
     url: '/api/v1/runs/{run_id}/cancel';
 };
 
-export type CancelRunApiV1RunsRunIdCancelPostErrors = {
+export type CancelRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type CancelRunApiV1RunsRunIdCancelPostError = CancelRunApiV1RunsRunIdCancelPostErrors[keyof CancelRunApiV1RunsRunIdCancelPostErrors];
+export type CancelRunError = CancelRunErrors[keyof CancelRunErrors];
 
-export type CancelRunApiV1RunsRunIdCancelPostResponses = {
+export type CancelRunResponses = {
     /**
      * Successful Response
      */
     200: RunPublic;
 };
 
-export type CancelRunApiV1RunsRunIdCancelPostResponse = CancelRunApiV1RunsRunIdCancelPostResponses[keyof CancelRunApiV1RunsRunIdCancelPostResponses];
+export type CancelRunResponse = CancelRunResponses[keyof CancelRunResponses];
 
-export type ForkRunApiV1RunsRunIdForkPostData = {
+export type ForkRunData = {
     body: RunFork;
     path: {
         /**
@@ -1670,25 +1670,25 @@ export type ForkRunApiV1RunsRunIdForkPostData = {
     url: '/api/v1/runs/{run_id}/fork';
 };
 
-export type ForkRunApiV1RunsRunIdForkPostErrors = {
+export type ForkRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ForkRunApiV1RunsRunIdForkPostError = ForkRunApiV1RunsRunIdForkPostErrors[keyof ForkRunApiV1RunsRunIdForkPostErrors];
+export type ForkRunError = ForkRunErrors[keyof ForkRunErrors];
 
-export type ForkRunApiV1RunsRunIdForkPostResponses = {
+export type ForkRunResponses = {
     /**
      * Successful Response
      */
     201: RunCreated;
 };
 
-export type ForkRunApiV1RunsRunIdForkPostResponse = ForkRunApiV1RunsRunIdForkPostResponses[keyof ForkRunApiV1RunsRunIdForkPostResponses];
+export type ForkRunResponse = ForkRunResponses[keyof ForkRunResponses];
 
-export type ResumeRunApiV1RunsRunIdResumePostData = {
+export type ResumeRunData = {
     body?: never;
     path: {
         /**
@@ -1700,25 +1700,25 @@ export type ResumeRunApiV1RunsRunIdResumePostData = {
     url: '/api/v1/runs/{run_id}/resume';
 };
 
-export type ResumeRunApiV1RunsRunIdResumePostErrors = {
+export type ResumeRunErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ResumeRunApiV1RunsRunIdResumePostError = ResumeRunApiV1RunsRunIdResumePostErrors[keyof ResumeRunApiV1RunsRunIdResumePostErrors];
+export type ResumeRunError = ResumeRunErrors[keyof ResumeRunErrors];
 
-export type ResumeRunApiV1RunsRunIdResumePostResponses = {
+export type ResumeRunResponses = {
     /**
      * Successful Response
      */
     201: RunPublic;
 };
 
-export type ResumeRunApiV1RunsRunIdResumePostResponse = ResumeRunApiV1RunsRunIdResumePostResponses[keyof ResumeRunApiV1RunsRunIdResumePostResponses];
+export type ResumeRunResponse = ResumeRunResponses[keyof ResumeRunResponses];
 
-export type ListFilesApiV1RunsRunIdFilesGetData = {
+export type ListRunFilesData = {
     body?: never;
     path: {
         /**
@@ -1730,25 +1730,25 @@ export type ListFilesApiV1RunsRunIdFilesGetData = {
     url: '/api/v1/runs/{run_id}/files';
 };
 
-export type ListFilesApiV1RunsRunIdFilesGetErrors = {
+export type ListRunFilesErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ListFilesApiV1RunsRunIdFilesGetError = ListFilesApiV1RunsRunIdFilesGetErrors[keyof ListFilesApiV1RunsRunIdFilesGetErrors];
+export type ListRunFilesError = ListRunFilesErrors[keyof ListRunFilesErrors];
 
-export type ListFilesApiV1RunsRunIdFilesGetResponses = {
+export type ListRunFilesResponses = {
     /**
      * Successful Response
      */
     200: ArtifactsPublic;
 };
 
-export type ListFilesApiV1RunsRunIdFilesGetResponse = ListFilesApiV1RunsRunIdFilesGetResponses[keyof ListFilesApiV1RunsRunIdFilesGetResponses];
+export type ListRunFilesResponse = ListRunFilesResponses[keyof ListRunFilesResponses];
 
-export type DownloadFileApiV1RunsRunIdFilesPathGetData = {
+export type DownloadRunFileData = {
     body?: never;
     path: {
         /**
@@ -1764,23 +1764,23 @@ export type DownloadFileApiV1RunsRunIdFilesPathGetData = {
     url: '/api/v1/runs/{run_id}/files/{path}';
 };
 
-export type DownloadFileApiV1RunsRunIdFilesPathGetErrors = {
+export type DownloadRunFileErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type DownloadFileApiV1RunsRunIdFilesPathGetError = DownloadFileApiV1RunsRunIdFilesPathGetErrors[keyof DownloadFileApiV1RunsRunIdFilesPathGetErrors];
+export type DownloadRunFileError = DownloadRunFileErrors[keyof DownloadRunFileErrors];
 
-export type DownloadFileApiV1RunsRunIdFilesPathGetResponses = {
+export type DownloadRunFileResponses = {
     /**
      * Successful Response
      */
     200: unknown;
 };
 
-export type RunMetricsApiV1RunsRunIdMetricsGetData = {
+export type ListRunMetricsData = {
     body?: never;
     path: {
         /**
@@ -1813,25 +1813,25 @@ export type RunMetricsApiV1RunsRunIdMetricsGetData = {
     url: '/api/v1/runs/{run_id}/metrics';
 };
 
-export type RunMetricsApiV1RunsRunIdMetricsGetErrors = {
+export type ListRunMetricsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RunMetricsApiV1RunsRunIdMetricsGetError = RunMetricsApiV1RunsRunIdMetricsGetErrors[keyof RunMetricsApiV1RunsRunIdMetricsGetErrors];
+export type ListRunMetricsError = ListRunMetricsErrors[keyof ListRunMetricsErrors];
 
-export type RunMetricsApiV1RunsRunIdMetricsGetResponses = {
+export type ListRunMetricsResponses = {
     /**
      * Successful Response
      */
     200: MetricSeriesList;
 };
 
-export type RunMetricsApiV1RunsRunIdMetricsGetResponse = RunMetricsApiV1RunsRunIdMetricsGetResponses[keyof RunMetricsApiV1RunsRunIdMetricsGetResponses];
+export type ListRunMetricsResponse = ListRunMetricsResponses[keyof ListRunMetricsResponses];
 
-export type IngestMetricsApiV1RunsRunIdMetricsPostData = {
+export type IngestMetricsData = {
     body: MetricsIngest;
     path: {
         /**
@@ -1843,7 +1843,7 @@ export type IngestMetricsApiV1RunsRunIdMetricsPostData = {
     url: '/api/v1/runs/{run_id}/metrics';
 };
 
-export type IngestMetricsApiV1RunsRunIdMetricsPostErrors = {
+export type IngestMetricsErrors = {
     /**
      * more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST (default 10,000) in one request
      */
@@ -1854,18 +1854,18 @@ export type IngestMetricsApiV1RunsRunIdMetricsPostErrors = {
     422: HttpValidationError;
 };
 
-export type IngestMetricsApiV1RunsRunIdMetricsPostError = IngestMetricsApiV1RunsRunIdMetricsPostErrors[keyof IngestMetricsApiV1RunsRunIdMetricsPostErrors];
+export type IngestMetricsError = IngestMetricsErrors[keyof IngestMetricsErrors];
 
-export type IngestMetricsApiV1RunsRunIdMetricsPostResponses = {
+export type IngestMetricsResponses = {
     /**
      * Successful Response
      */
     200: IngestResult;
 };
 
-export type IngestMetricsApiV1RunsRunIdMetricsPostResponse = IngestMetricsApiV1RunsRunIdMetricsPostResponses[keyof IngestMetricsApiV1RunsRunIdMetricsPostResponses];
+export type IngestMetricsResponse = IngestMetricsResponses[keyof IngestMetricsResponses];
 
-export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetData = {
+export type ListRunMetricKeysData = {
     body?: never;
     path: {
         /**
@@ -1877,25 +1877,25 @@ export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetData = {
     url: '/api/v1/runs/{run_id}/metrics/keys';
 };
 
-export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetErrors = {
+export type ListRunMetricKeysErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetError = RunMetricKeysApiV1RunsRunIdMetricsKeysGetErrors[keyof RunMetricKeysApiV1RunsRunIdMetricsKeysGetErrors];
+export type ListRunMetricKeysError = ListRunMetricKeysErrors[keyof ListRunMetricKeysErrors];
 
-export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponses = {
+export type ListRunMetricKeysResponses = {
     /**
      * Successful Response
      */
     200: MetricKeys;
 };
 
-export type RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponse = RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponses[keyof RunMetricKeysApiV1RunsRunIdMetricsKeysGetResponses];
+export type ListRunMetricKeysResponse = ListRunMetricKeysResponses[keyof ListRunMetricKeysResponses];
 
-export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetData = {
+export type GetLatestMetricsData = {
     body?: never;
     path: {
         /**
@@ -1912,25 +1912,25 @@ export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetData = {
     url: '/api/v1/runs/{run_id}/metrics/latest';
 };
 
-export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetErrors = {
+export type GetLatestMetricsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetError = RunLatestMetricsApiV1RunsRunIdMetricsLatestGetErrors[keyof RunLatestMetricsApiV1RunsRunIdMetricsLatestGetErrors];
+export type GetLatestMetricsError = GetLatestMetricsErrors[keyof GetLatestMetricsErrors];
 
-export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponses = {
+export type GetLatestMetricsResponses = {
     /**
      * Successful Response
      */
     200: LatestMetrics;
 };
 
-export type RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponse = RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponses[keyof RunLatestMetricsApiV1RunsRunIdMetricsLatestGetResponses];
+export type GetLatestMetricsResponse = GetLatestMetricsResponses[keyof GetLatestMetricsResponses];
 
-export type ExportMetricsApiV1RunsRunIdMetricsExportGetData = {
+export type ExportMetricsData = {
     body?: never;
     path: {
         /**
@@ -1951,23 +1951,23 @@ export type ExportMetricsApiV1RunsRunIdMetricsExportGetData = {
     url: '/api/v1/runs/{run_id}/metrics/export';
 };
 
-export type ExportMetricsApiV1RunsRunIdMetricsExportGetErrors = {
+export type ExportMetricsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ExportMetricsApiV1RunsRunIdMetricsExportGetError = ExportMetricsApiV1RunsRunIdMetricsExportGetErrors[keyof ExportMetricsApiV1RunsRunIdMetricsExportGetErrors];
+export type ExportMetricsError = ExportMetricsErrors[keyof ExportMetricsErrors];
 
-export type ExportMetricsApiV1RunsRunIdMetricsExportGetResponses = {
+export type ExportMetricsResponses = {
     /**
      * Successful Response
      */
     200: unknown;
 };
 
-export type QueryMetricsApiV1MetricsGetData = {
+export type QueryMetricsData = {
     body?: never;
     path?: never;
     query: {
@@ -2003,25 +2003,25 @@ export type QueryMetricsApiV1MetricsGetData = {
     url: '/api/v1/metrics';
 };
 
-export type QueryMetricsApiV1MetricsGetErrors = {
+export type QueryMetricsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type QueryMetricsApiV1MetricsGetError = QueryMetricsApiV1MetricsGetErrors[keyof QueryMetricsApiV1MetricsGetErrors];
+export type QueryMetricsError = QueryMetricsErrors[keyof QueryMetricsErrors];
 
-export type QueryMetricsApiV1MetricsGetResponses = {
+export type QueryMetricsResponses = {
     /**
      * Successful Response
      */
     200: MetricSeriesList;
 };
 
-export type QueryMetricsApiV1MetricsGetResponse = QueryMetricsApiV1MetricsGetResponses[keyof QueryMetricsApiV1MetricsGetResponses];
+export type QueryMetricsResponse = QueryMetricsResponses[keyof QueryMetricsResponses];
 
-export type QueryMetricKeysApiV1MetricsKeysGetData = {
+export type QueryMetricKeysData = {
     body?: never;
     path?: never;
     query: {
@@ -2033,25 +2033,25 @@ export type QueryMetricKeysApiV1MetricsKeysGetData = {
     url: '/api/v1/metrics/keys';
 };
 
-export type QueryMetricKeysApiV1MetricsKeysGetErrors = {
+export type QueryMetricKeysErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type QueryMetricKeysApiV1MetricsKeysGetError = QueryMetricKeysApiV1MetricsKeysGetErrors[keyof QueryMetricKeysApiV1MetricsKeysGetErrors];
+export type QueryMetricKeysError = QueryMetricKeysErrors[keyof QueryMetricKeysErrors];
 
-export type QueryMetricKeysApiV1MetricsKeysGetResponses = {
+export type QueryMetricKeysResponses = {
     /**
      * Successful Response
      */
     200: MetricKeys;
 };
 
-export type QueryMetricKeysApiV1MetricsKeysGetResponse = QueryMetricKeysApiV1MetricsKeysGetResponses[keyof QueryMetricKeysApiV1MetricsKeysGetResponses];
+export type QueryMetricKeysResponse = QueryMetricKeysResponses[keyof QueryMetricKeysResponses];
 
-export type ListSamplesApiV1RunsRunIdSamplesGetData = {
+export type ListSamplesData = {
     body?: never;
     path: {
         /**
@@ -2110,25 +2110,25 @@ export type ListSamplesApiV1RunsRunIdSamplesGetData = {
     url: '/api/v1/runs/{run_id}/samples';
 };
 
-export type ListSamplesApiV1RunsRunIdSamplesGetErrors = {
+export type ListSamplesErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ListSamplesApiV1RunsRunIdSamplesGetError = ListSamplesApiV1RunsRunIdSamplesGetErrors[keyof ListSamplesApiV1RunsRunIdSamplesGetErrors];
+export type ListSamplesError = ListSamplesErrors[keyof ListSamplesErrors];
 
-export type ListSamplesApiV1RunsRunIdSamplesGetResponses = {
+export type ListSamplesResponses = {
     /**
      * Successful Response
      */
     200: SamplesPublic;
 };
 
-export type ListSamplesApiV1RunsRunIdSamplesGetResponse = ListSamplesApiV1RunsRunIdSamplesGetResponses[keyof ListSamplesApiV1RunsRunIdSamplesGetResponses];
+export type ListSamplesResponse = ListSamplesResponses[keyof ListSamplesResponses];
 
-export type IngestSamplesApiV1RunsRunIdSamplesPostData = {
+export type IngestSamplesData = {
     body: SamplesIngest;
     path: {
         /**
@@ -2140,7 +2140,7 @@ export type IngestSamplesApiV1RunsRunIdSamplesPostData = {
     url: '/api/v1/runs/{run_id}/samples';
 };
 
-export type IngestSamplesApiV1RunsRunIdSamplesPostErrors = {
+export type IngestSamplesErrors = {
     /**
      * more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)
      */
@@ -2151,18 +2151,18 @@ export type IngestSamplesApiV1RunsRunIdSamplesPostErrors = {
     422: HttpValidationError;
 };
 
-export type IngestSamplesApiV1RunsRunIdSamplesPostError = IngestSamplesApiV1RunsRunIdSamplesPostErrors[keyof IngestSamplesApiV1RunsRunIdSamplesPostErrors];
+export type IngestSamplesError = IngestSamplesErrors[keyof IngestSamplesErrors];
 
-export type IngestSamplesApiV1RunsRunIdSamplesPostResponses = {
+export type IngestSamplesResponses = {
     /**
      * Successful Response
      */
     200: IngestResult;
 };
 
-export type IngestSamplesApiV1RunsRunIdSamplesPostResponse = IngestSamplesApiV1RunsRunIdSamplesPostResponses[keyof IngestSamplesApiV1RunsRunIdSamplesPostResponses];
+export type IngestSamplesResponse = IngestSamplesResponses[keyof IngestSamplesResponses];
 
-export type SampleStepsApiV1RunsRunIdSamplesStepsGetData = {
+export type ListSampleStepsData = {
     body?: never;
     path: {
         /**
@@ -2174,25 +2174,25 @@ export type SampleStepsApiV1RunsRunIdSamplesStepsGetData = {
     url: '/api/v1/runs/{run_id}/samples/steps';
 };
 
-export type SampleStepsApiV1RunsRunIdSamplesStepsGetErrors = {
+export type ListSampleStepsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type SampleStepsApiV1RunsRunIdSamplesStepsGetError = SampleStepsApiV1RunsRunIdSamplesStepsGetErrors[keyof SampleStepsApiV1RunsRunIdSamplesStepsGetErrors];
+export type ListSampleStepsError = ListSampleStepsErrors[keyof ListSampleStepsErrors];
 
-export type SampleStepsApiV1RunsRunIdSamplesStepsGetResponses = {
+export type ListSampleStepsResponses = {
     /**
      * Successful Response
      */
     200: SampleSteps;
 };
 
-export type SampleStepsApiV1RunsRunIdSamplesStepsGetResponse = SampleStepsApiV1RunsRunIdSamplesStepsGetResponses[keyof SampleStepsApiV1RunsRunIdSamplesStepsGetResponses];
+export type ListSampleStepsResponse = ListSampleStepsResponses[keyof ListSampleStepsResponses];
 
-export type GetSampleApiV1RunsRunIdSamplesSampleIdGetData = {
+export type GetSampleData = {
     body?: never;
     path: {
         /**
@@ -2208,25 +2208,25 @@ export type GetSampleApiV1RunsRunIdSamplesSampleIdGetData = {
     url: '/api/v1/runs/{run_id}/samples/{sample_id}';
 };
 
-export type GetSampleApiV1RunsRunIdSamplesSampleIdGetErrors = {
+export type GetSampleErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type GetSampleApiV1RunsRunIdSamplesSampleIdGetError = GetSampleApiV1RunsRunIdSamplesSampleIdGetErrors[keyof GetSampleApiV1RunsRunIdSamplesSampleIdGetErrors];
+export type GetSampleError = GetSampleErrors[keyof GetSampleErrors];
 
-export type GetSampleApiV1RunsRunIdSamplesSampleIdGetResponses = {
+export type GetSampleResponses = {
     /**
      * Successful Response
      */
     200: SamplePublic;
 };
 
-export type GetSampleApiV1RunsRunIdSamplesSampleIdGetResponse = GetSampleApiV1RunsRunIdSamplesSampleIdGetResponses[keyof GetSampleApiV1RunsRunIdSamplesSampleIdGetResponses];
+export type GetSampleResponse = GetSampleResponses[keyof GetSampleResponses];
 
-export type SamePromptApiV1SamplesByPromptGetData = {
+export type ListSamplesByPromptData = {
     body?: never;
     path?: never;
     query: {
@@ -2258,25 +2258,25 @@ export type SamePromptApiV1SamplesByPromptGetData = {
     url: '/api/v1/samples/by-prompt';
 };
 
-export type SamePromptApiV1SamplesByPromptGetErrors = {
+export type ListSamplesByPromptErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type SamePromptApiV1SamplesByPromptGetError = SamePromptApiV1SamplesByPromptGetErrors[keyof SamePromptApiV1SamplesByPromptGetErrors];
+export type ListSamplesByPromptError = ListSamplesByPromptErrors[keyof ListSamplesByPromptErrors];
 
-export type SamePromptApiV1SamplesByPromptGetResponses = {
+export type ListSamplesByPromptResponses = {
     /**
      * Successful Response
      */
     200: SamplesPublic;
 };
 
-export type SamePromptApiV1SamplesByPromptGetResponse = SamePromptApiV1SamplesByPromptGetResponses[keyof SamePromptApiV1SamplesByPromptGetResponses];
+export type ListSamplesByPromptResponse = ListSamplesByPromptResponses[keyof ListSamplesByPromptResponses];
 
-export type NewestAnswersApiV1SamplesNewestGetData = {
+export type ListNewestAnswersData = {
     body?: never;
     path?: never;
     query: {
@@ -2298,25 +2298,25 @@ export type NewestAnswersApiV1SamplesNewestGetData = {
     url: '/api/v1/samples/newest';
 };
 
-export type NewestAnswersApiV1SamplesNewestGetErrors = {
+export type ListNewestAnswersErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type NewestAnswersApiV1SamplesNewestGetError = NewestAnswersApiV1SamplesNewestGetErrors[keyof NewestAnswersApiV1SamplesNewestGetErrors];
+export type ListNewestAnswersError = ListNewestAnswersErrors[keyof ListNewestAnswersErrors];
 
-export type NewestAnswersApiV1SamplesNewestGetResponses = {
+export type ListNewestAnswersResponses = {
     /**
      * Successful Response
      */
     200: SampleAnswers;
 };
 
-export type NewestAnswersApiV1SamplesNewestGetResponse = NewestAnswersApiV1SamplesNewestGetResponses[keyof NewestAnswersApiV1SamplesNewestGetResponses];
+export type ListNewestAnswersResponse = ListNewestAnswersResponses[keyof ListNewestAnswersResponses];
 
-export type ReadLogsApiV1RunsRunIdLogsGetData = {
+export type ListLogsData = {
     body?: never;
     path: {
         /**
@@ -2353,25 +2353,25 @@ export type ReadLogsApiV1RunsRunIdLogsGetData = {
     url: '/api/v1/runs/{run_id}/logs';
 };
 
-export type ReadLogsApiV1RunsRunIdLogsGetErrors = {
+export type ListLogsErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ReadLogsApiV1RunsRunIdLogsGetError = ReadLogsApiV1RunsRunIdLogsGetErrors[keyof ReadLogsApiV1RunsRunIdLogsGetErrors];
+export type ListLogsError = ListLogsErrors[keyof ListLogsErrors];
 
-export type ReadLogsApiV1RunsRunIdLogsGetResponses = {
+export type ListLogsResponses = {
     /**
      * Successful Response
      */
     200: LogLinesPublic;
 };
 
-export type ReadLogsApiV1RunsRunIdLogsGetResponse = ReadLogsApiV1RunsRunIdLogsGetResponses[keyof ReadLogsApiV1RunsRunIdLogsGetResponses];
+export type ListLogsResponse = ListLogsResponses[keyof ListLogsResponses];
 
-export type IngestLogsApiV1RunsRunIdLogsPostData = {
+export type IngestLogsData = {
     body: LogsIngest;
     path: {
         /**
@@ -2383,7 +2383,7 @@ export type IngestLogsApiV1RunsRunIdLogsPostData = {
     url: '/api/v1/runs/{run_id}/logs';
 };
 
-export type IngestLogsApiV1RunsRunIdLogsPostErrors = {
+export type IngestLogsErrors = {
     /**
      * more than RLSTUDIO_MAX_LOG_LINES_PER_REQUEST (default 5,000)
      */
@@ -2394,18 +2394,18 @@ export type IngestLogsApiV1RunsRunIdLogsPostErrors = {
     422: HttpValidationError;
 };
 
-export type IngestLogsApiV1RunsRunIdLogsPostError = IngestLogsApiV1RunsRunIdLogsPostErrors[keyof IngestLogsApiV1RunsRunIdLogsPostErrors];
+export type IngestLogsError = IngestLogsErrors[keyof IngestLogsErrors];
 
-export type IngestLogsApiV1RunsRunIdLogsPostResponses = {
+export type IngestLogsResponses = {
     /**
      * Successful Response
      */
     200: IngestResult;
 };
 
-export type IngestLogsApiV1RunsRunIdLogsPostResponse = IngestLogsApiV1RunsRunIdLogsPostResponses[keyof IngestLogsApiV1RunsRunIdLogsPostResponses];
+export type IngestLogsResponse = IngestLogsResponses[keyof IngestLogsResponses];
 
-export type ReportStatusApiV1RunsRunIdStatusPostData = {
+export type ReportRunStatusData = {
     body: RunStatusReport;
     path: {
         /**
@@ -2417,20 +2417,20 @@ export type ReportStatusApiV1RunsRunIdStatusPostData = {
     url: '/api/v1/runs/{run_id}/status';
 };
 
-export type ReportStatusApiV1RunsRunIdStatusPostErrors = {
+export type ReportRunStatusErrors = {
     /**
      * Validation Error
      */
     422: HttpValidationError;
 };
 
-export type ReportStatusApiV1RunsRunIdStatusPostError = ReportStatusApiV1RunsRunIdStatusPostErrors[keyof ReportStatusApiV1RunsRunIdStatusPostErrors];
+export type ReportRunStatusError = ReportRunStatusErrors[keyof ReportRunStatusErrors];
 
-export type ReportStatusApiV1RunsRunIdStatusPostResponses = {
+export type ReportRunStatusResponses = {
     /**
      * Successful Response
      */
     200: IngestResult;
 };
 
-export type ReportStatusApiV1RunsRunIdStatusPostResponse = ReportStatusApiV1RunsRunIdStatusPostResponses[keyof ReportStatusApiV1RunsRunIdStatusPostResponses];
+export type ReportRunStatusResponse = ReportRunStatusResponses[keyof ReportRunStatusResponses];

@@ -44,7 +44,7 @@ export function ComparePage() {
   }, { replace: true });
   const [options, setOptions] = useChartOptions();
   const runQueries = useQueries({
-    queries: ids.map((id) => ({ queryKey: ["run", id], queryFn: () => unwrap(sdk.getRunApiV1RunsRunIdGet({ path: { run_id: id } })) })),
+    queries: ids.map((id) => ({ queryKey: ["run", id], queryFn: () => unwrap(sdk.getRun({ path: { run_id: id } })) })),
   });
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
   const liveIds = runs.filter((r) => ACTIVE.includes(r.status)).map((r) => r.id);

@@ -133,9 +133,9 @@ function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: For
       const config = unflatten(changed) as Record<string, unknown>;
       const tagList = tags.split(",").map((t) => t.trim()).filter(Boolean);
       if (parent) {
-        return unwrap(sdk.forkRunApiV1RunsRunIdForkPost({ path: { run_id: parent.id }, body: { name: name || null, config, tags: tagList } }));
+        return unwrap(sdk.forkRun({ path: { run_id: parent.id }, body: { name: name || null, config, tags: tagList } }));
       }
-      return unwrap(sdk.createRunApiV1RunsPost({
+      return unwrap(sdk.createRun({
         body: { name, preset, config, tags: tagList, ...(experiment.trim() ? { experiment_name: experiment.trim() } : {}) },
       }));
     },

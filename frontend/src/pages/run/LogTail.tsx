@@ -12,7 +12,7 @@ interface Line { key: string; text: string }
 export function useLogTail(runId: number) {
   const history = useQuery({
     queryKey: ["logs", runId],
-    queryFn: () => unwrap(sdk.readLogsApiV1RunsRunIdLogsGet({ path: { run_id: runId }, query: { tail: 300 } })),
+    queryFn: () => unwrap(sdk.listLogs({ path: { run_id: runId }, query: { tail: 300 } })),
     staleTime: Infinity,
   });
   const [live, setLive] = useState<Line[]>([]);

@@ -50,7 +50,7 @@ function RunView({ run }: { run: RunPublic }) {
   // the newest step's samples, for the degenerate-answer alarm
   const latestSamples = useQuery({
     queryKey: ["latest-samples", run.id],
-    queryFn: () => unwrap(sdk.listSamplesApiV1RunsRunIdSamplesGet({ path: { run_id: run.id }, query: { order: "-step", split: "train", limit: 256 } })),
+    queryFn: () => unwrap(sdk.listSamples({ path: { run_id: run.id }, query: { order: "-step", split: "train", limit: 256 } })),
   });
   const alarms = useMemo(() => {
     const series = Object.fromEntries(store.byRun.get(run.id) ?? []);
@@ -61,7 +61,7 @@ function RunView({ run }: { run: RunPublic }) {
   const action = useMutation({
     mutationFn: async (kind: "cancel" | "resume") => {
       const path = { path: { run_id: run.id } };
-      return kind === "cancel" ? unwrap(sdk.cancelRunApiV1RunsRunIdCancelPost(path)) : unwrap(sdk.resumeRunApiV1RunsRunIdResumePost(path));
+      return kind === "cancel" ? unwrap(sdk.cancelRun(path)) : unwrap(sdk.resumeRun(path));
     },
     onMutate: () => setActionError(null),
     onError: (e) => setActionError(e),

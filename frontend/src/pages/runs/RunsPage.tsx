@@ -72,7 +72,7 @@ export function RunsPage() {
   const anyActive = (runs.data?.data ?? []).some((r) => ["queued", "starting", "running"].includes(r.status));
   const health = useQuery({
     queryKey: ["runs-health", ids],
-    queryFn: () => unwrap(sdk.queryMetricsApiV1MetricsGet({ query: { run_id: ids, key: HEALTH_KEYS, max_points: 300 } })),
+    queryFn: () => unwrap(sdk.queryMetrics({ query: { run_id: ids, key: HEALTH_KEYS, max_points: 300 } })),
     enabled: ids.length > 0,
     refetchInterval: anyActive ? 5_000 : false,
     placeholderData: (prev) => prev,
@@ -88,7 +88,7 @@ export function RunsPage() {
   // each run's answers at its newest step: the degenerate-answer check (empty or repetitive answers)
   const answers = useQuery({
     queryKey: ["runs-newest-answers", ids],
-    queryFn: () => unwrap(sdk.newestAnswersApiV1SamplesNewestGet({ query: { run_id: ids, split: "train", limit: 64 } })),
+    queryFn: () => unwrap(sdk.listNewestAnswers({ query: { run_id: ids, split: "train", limit: 64 } })),
     enabled: ids.length > 0,
     refetchInterval: anyActive ? 5_000 : false,
     placeholderData: (prev) => prev,

@@ -17,7 +17,7 @@ export function SettingsPage() {
   const test = async () => {
     setCheck({ state: "checking" });
     try {
-      await unwrap(sdk.listRunsApiV1RunsGet({ query: { limit: 1 } }));
+      await unwrap(sdk.listRuns({ query: { limit: 1 } }));
       setCheck({ state: "ok" });
     } catch (e) {
       setCheck({ state: "error", message: (e as Error).message });
