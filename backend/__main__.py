@@ -8,7 +8,8 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m backend", description=__doc__)
-    parser.add_argument("--host", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--host", help="bind address (default 127.0.0.1; any other needs an API token: one is "
+                        "generated and printed when RLSTUDIO_API_TOKEN is not set)")
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--data-dir", type=Path, help="database, run directories (default ./.rlstudio)")
     parser.add_argument("--demo", action="store_true",
@@ -18,12 +19,16 @@ def main(argv: list[str] | None = None) -> None:
 
     import uvicorn
 
+    from backend.api_token import ensure_api_token
     from backend.app import create_app
     from backend.settings import Settings
 
     overrides = {k: v for k, v in {"host": args.host, "port": args.port, "data_dir": args.data_dir}.items()
                  if v is not None}
     settings = Settings(**overrides)
+    notice = ensure_api_token(settings)  # before the app exists: no request is ever served without it
+    if notice:
+        print(notice, flush=True)
     app = create_app(settings)
     if args.demo:
         from backend.services.demo import ensure_demo_run
