@@ -19,6 +19,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # PyPI's torchvision & co. break `import torch` beside the CPU build ("torchvision::nms does not exist")
     .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   fi
+  # verl itself, only as the reference of the differential tests (tests/unit/test_verl_reference.py): its algorithm
+  # modules without its heavy dependencies (vllm, flash-attn, ray[default], ...). Importing
+  # verl.trainer.ppo.core_algos needs just these four light packages besides what the project has.
+  .venv/bin/python -m pip install -q --no-deps "verl==0.9.1" "tensordict==0.10.0" "pyvers==0.2.3" \
+    "orjson>=3.10" "codetiming==1.4.0"
   echo "$want" > "$stamp"
 fi
 bash scripts/setup_frontend.sh

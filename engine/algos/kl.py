@@ -12,10 +12,19 @@ import torch
 from engine.algos.utils import masked_mean
 
 KL_KINDS = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
+# "<kind>+" (verl): the value of <kind>, the gradient of k2. k1 and k3 estimate KL without bias, but their
+# gradients do not estimate KL's gradient; k2's does.
+STRAIGHT_THROUGH_KINDS = ("kl+", "k1+", "abs+", "low_var_kl+", "k3+")
 
 
 def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -> torch.Tensor:
     """Per-token KL estimate of the policy against the reference from the sampled tokens' log-probs."""
+    if kind in ("mse+", "k2+"):
+        kind = kind[:-1]
+    if kind in STRAIGHT_THROUGH_KINDS:
+        value = kl_penalty(log_prob, ref_log_prob, kind[:-1])
+        k2 = kl_penalty(log_prob, ref_log_prob, "k2")
+        return k2 - k2.detach() + value.detach()
     if kind in ("kl", "k1"):
         return log_prob - ref_log_prob
     if kind == "abs":
@@ -33,7 +42,7 @@ def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) ->
             "kl kind 'full' needs the full-vocabulary distributions of both models, not sampled-token "
             "log-probs; use one of kl/k1, abs, mse/k2, low_var_kl/k3"
         )
-    raise ValueError(f"unknown kl kind {kind!r}; valid kinds: {', '.join(KL_KINDS)}")
+    raise ValueError(f"unknown kl kind {kind!r}; valid kinds: {', '.join(KL_KINDS + STRAIGHT_THROUGH_KINDS)}")
 
 
 # ---- controllers -----------------------------------------------------------------------------------

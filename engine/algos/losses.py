@@ -89,13 +89,15 @@ def compute_policy_loss(
     clip_ratio_high: float = 0.2,
     clip_ratio_c: float = 3.0,
     loss_agg_mode: str = "token-mean",
-    norm_length: int | None = None,
+    norm_length: float | None = None,
+    rollout_is_weights: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """PPO clipped surrogate with dual clip (arXiv:1912.09729) for negative advantages.
 
     Returns pg_loss (differentiable scalar) and detached metrics: pg_clipfrac (share of valid tokens where
     the ratio clip is active), pg_clipfrac_lower (share where the dual clip bounds the loss) and ppo_kl
-    (mean of old_log_prob - log_prob).
+    (mean of old_log_prob - log_prob). `rollout_is_weights` (rollout correction, detached) multiply the
+    per-token losses before aggregation.
     """
     if not clip_ratio_c > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1.0 for the dual clip, got {clip_ratio_c}")
@@ -113,6 +115,8 @@ def compute_policy_loss(
     dual_clipped = torch.minimum(clipped, dual_bound)
     negative = advantages < 0
     pg_losses = torch.where(negative, dual_clipped, clipped)
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
 
     with torch.no_grad():
         pg_clipfrac = masked_mean((ratio_clipped > unclipped).to(mask.dtype), mask)
@@ -124,6 +128,47 @@ def compute_policy_loss(
         "pg_clipfrac": pg_clipfrac,
         "ppo_kl": ppo_kl,
         "pg_clipfrac_lower": pg_clipfrac_lower,
+    }
+
+
+@register_policy_loss("gspo")
+def compute_policy_loss_gspo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clip_ratio_low: float = 0.2,
+    clip_ratio_high: float = 0.2,
+    clip_ratio_c: float = 3.0,
+    loss_agg_mode: str = "token-mean",
+    norm_length: float | None = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """GSPO (arXiv:2507.18071): PPO clipping on the sequence-level ratio s = exp(mean over the row's tokens of
+    log(pi / pi_old)), the geometric mean of the token ratios. Each token's loss uses s with the token's own
+    log-prob as the path of the gradient: log s_t = sg(log s) + log_prob - sg(log_prob), so every token of a row
+    gets s times its own score-function gradient. No dual clip (clip_ratio_c is unused); pg_clipfrac_lower is 0.
+    """
+    mask = response_mask.to(log_prob.dtype)
+    log_ratio = log_prob - old_log_prob
+    seq_log_ratio = masked_sum(log_ratio, mask, dim=-1) / mask.sum(-1).clamp_min(1)
+    log_token_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach()[:, None]
+    ratio = torch.exp(torch.clamp(log_token_ratio, max=10.0))  # upper clamp only, as verl: stability
+
+    unclipped = -advantages * ratio
+    ratio_clipped = -advantages * torch.clamp(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    pg_losses = torch.maximum(unclipped, ratio_clipped)
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
+    with torch.no_grad():
+        pg_clipfrac = masked_mean((ratio_clipped > unclipped).to(mask.dtype), mask)
+        ppo_kl = masked_mean(-log_ratio, mask)
+    return {
+        "pg_loss": agg_loss(pg_losses, mask, loss_agg_mode, norm_length),
+        "pg_clipfrac": pg_clipfrac,
+        "ppo_kl": ppo_kl,
+        "pg_clipfrac_lower": torch.zeros((), dtype=mask.dtype, device=mask.device),
     }
 
 

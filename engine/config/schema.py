@@ -122,12 +122,16 @@ class OptimConfig(Section):
     clip_grad: Optional[float] = None
 
 
+KLKind = Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+",
+                 "low_var_kl+", "k3+"]
 LossAggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                       "seq-mean-token-sum-norm"]
 
 
 class PolicyLossConfig(Section):
-    loss_mode: Literal["vanilla"] = "vanilla"
+    loss_mode: Literal["vanilla", "gspo"] = Field(
+        "vanilla", description="vanilla: PPO's token-level ratio; gspo: GSPO's sequence-level ratio (geometric mean "
+                               "of the token ratios; verl suggests clip_ratio_low=3e-4, clip_ratio_high=4e-4).")
 
 
 class ActorConfig(Section):
@@ -154,7 +158,8 @@ class ActorConfig(Section):
                               json_schema_extra=ESSENTIAL)
     use_torch_compile: bool = False
     kl_loss_coef: float = Field(0.001, ge=0, json_schema_extra=ESSENTIAL)
-    kl_loss_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
+    kl_loss_type: KLKind = Field("low_var_kl", description="k1/kl, k2/mse, k3/low_var_kl, abs; a '+' suffix "
+                                 "(k3+) keeps the value and takes k2's unbiased gradient.")
     ppo_epochs: int = Field(1, ge=1)
     shuffle: bool = False
     recompute_old_log_prob: Optional[bool] = Field(
@@ -328,7 +333,7 @@ class AlgorithmConfig(Section):
                           "adv_estimator=gae when actor.use_kl_loss is off, so kl_ctrl.kl_coef constrains PPO "
                           "(verl's default is False, which silently ignores kl_coef).",
         json_schema_extra=ESSENTIAL)
-    kl_penalty: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "kl"
+    kl_penalty: KLKind = "kl"
     kl_ctrl: KLControlConfig = Field(default_factory=KLControlConfig)
     use_pf_ppo: bool = False
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from engine.algos.kl import kl_penalty
-from engine.algos.losses import agg_loss, compute_policy_loss
+from engine.algos.losses import agg_loss, get_policy_loss
 from engine.protocol import Batch
 from engine.workers.forward import MODEL_INPUTS, batched_log_probs, micro_batches, pad_to, response_log_probs, unpermute
 from engine.workers.fsdp import accumulate, clip_grad_norm, to_floats
@@ -41,6 +41,7 @@ class Actor:
             raise ValueError("on-policy update needs ppo_epochs=1 and one mini-batch; pass old_log_probs instead")
         keys = [k for k in UPDATE_INPUTS if not (on_policy and k == "old_log_probs")]
         keys += ["ref_log_prob"] if cfg.use_kl_loss else []
+        keys += ["rollout_is_weights"] if "rollout_is_weights" in batch.tensors else []  # rollout correction
         data = batch.select(keys, meta_keys=())
         metrics: dict[str, list[float]] = {}
         produced: dict[str, list[torch.Tensor]] = {"old_log_probs": [], "entropys": []}
@@ -48,6 +49,7 @@ class Actor:
         def add(key, value):  # tensors stay on the device until the end: no sync per micro-batch
             metrics.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else float(value))
 
+        policy_loss = get_policy_loss(cfg.policy_loss.loss_mode)  # vanilla (PPO) or gspo
         self.module.train()
         generator = torch.Generator().manual_seed(int(batch.info.get("global_step", 0)))
         for _ in range(cfg.ppo_epochs):
@@ -72,10 +74,10 @@ class Actor:
                     if on_policy:
                         mini_produced["old_log_probs"].append(pad_to(old_log_prob, width))
                         mini_produced["entropys"].append(pad_to(entropy.detach(), width))
-                    pg = compute_policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
-                                             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
-                                             clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode,
-                                             norm_length=norm)
+                    pg = policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
+                                     clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
+                                     clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.loss_agg_mode,
+                                     norm_length=norm, rollout_is_weights=mb.tensors.get("rollout_is_weights"))
                     loss = pg["pg_loss"]
                     if cfg.entropy_coeff != 0:
                         entropy_loss = agg_loss(entropy, mask, cfg.loss_agg_mode, norm)

@@ -133,3 +133,33 @@ def test_value_loss_without_clipping():
     )
     assert vf_loss.item() == pytest.approx(0.5)  # 0.5 * (1 + 1) / 2
     assert vf_clipfrac.item() == 0.0
+
+
+# GSPO, old_log_prob = 0, clip 0.2 / 0.2. The sequence ratio s is the geometric mean of the row's token ratios:
+#   row 1, A=+1, ratios (1.21, 1):  s = 1.1;  -1.1 vs -1.1 (no clip)          -> -1.1 on both tokens
+#   row 2, A=+1, ratios (4, 4):     s = 4;    -4 vs -1.2: clip active         -> -1.2 on both tokens
+#   row 3, A=-1, ratio 0.25:        s = 0.25; 0.25 vs 0.8: clip active        -> 0.8 (no dual clip in GSPO)
+#   token-mean = (-2.2 - 2.4 + 0.8) / 5 = -0.76; clipfrac 3/5; gradient -A*s/5 on unclipped tokens, 0 on clipped
+GSPO_LOG_PROB = torch.log(torch.tensor([[1.21, 1.0, 9.0], [4.0, 4.0, 9.0], [0.25, 9.0, 9.0]]))
+GSPO_ADV = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
+GSPO_MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+
+
+def test_gspo_sequence_level_ratio():
+    log_prob = GSPO_LOG_PROB.clone().requires_grad_(True)
+    out = get_policy_loss("gspo")(torch.zeros(3, 3), log_prob, GSPO_ADV, GSPO_MASK, clip_ratio_low=0.2,
+                                  clip_ratio_high=0.2, loss_agg_mode="token-mean")
+    assert out["pg_loss"].item() == pytest.approx(-0.76, abs=1e-6)
+    assert out["pg_clipfrac"].item() == pytest.approx(0.6, abs=1e-6)
+    assert out["pg_clipfrac_lower"].item() == 0.0
+    assert out["ppo_kl"].item() == pytest.approx(-(math.log(1.21) + 2 * math.log(4) + math.log(0.25)) / 5, abs=1e-6)
+    out["pg_loss"].backward()
+    expected = torch.tensor([[-1.1 / 5, -1.1 / 5, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(log_prob.grad, expected, atol=1e-6, rtol=0)
+
+
+def test_rollout_is_weights_scale_each_token():
+    # vanilla, old = new: ratio 1, loss -A per token; weights (2, 0.5) -> (-2 - 0.5) / 2 tokens
+    out = get_policy_loss("vanilla")(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2),
+                                     rollout_is_weights=torch.tensor([[2.0, 0.5]]))
+    assert out["pg_loss"].item() == pytest.approx(-1.25, abs=1e-6)
