@@ -10,11 +10,13 @@ from typing import Any
 import torch
 
 from engine.algos.utils import masked_mean
+from engine.config.vocab import KLEstimator, names
 
-KL_KINDS = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
+# the names are declared once (engine/config/vocab.py); "full" is verl's name, refused below with the reason
+KL_KINDS = tuple(k for k in names(KLEstimator) if not k.endswith("+")) + ("full",)
 # "<kind>+" (verl): the value of <kind>, the gradient of k2. k1 and k3 estimate KL without bias, but their
 # gradients do not estimate KL's gradient; k2's does.
-STRAIGHT_THROUGH_KINDS = ("kl+", "k1+", "abs+", "low_var_kl+", "k3+")
+STRAIGHT_THROUGH_KINDS = tuple(k for k in names(KLEstimator) if k.endswith("+") and k not in ("mse+", "k2+"))
 
 
 def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -> torch.Tensor:

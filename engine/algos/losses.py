@@ -7,10 +7,11 @@ from collections.abc import Callable
 import torch
 
 from engine.algos.utils import masked_count, masked_mean, masked_sum
+from engine.config.vocab import LossAggMode, names
 
 # ---- aggregation -----------------------------------------------------------------------------------
 
-LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = names(LossAggMode)  # declared once, in the config vocabulary
 
 
 def _mean_over_nonempty_rows(per_row: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from engine.config.overrides import ConfigError, Override, parse_overrides
+from engine.config.errors import ConfigError
+from engine.config.overrides import Override, parse_overrides
 from engine.config.schema import Extensible, PPOConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
-class ConfigError(ValueError):
-    """A configuration problem, with a message meant for the user (no traceback needed)."""
+from engine.config.errors import ConfigError
 
 
 @dataclass

@@ -2,10 +2,11 @@
 worker starts so that a bad combination fails in a second with a message naming the keys."""
 from __future__ import annotations
 
-from engine.config.overrides import ConfigError
-from engine.config.schema import PPOConfig
+import difflib
 
-NEEDS_GROUPS = {"grpo", "rloo", "reinforce_plus_plus_baseline"}
+from engine.config.errors import ConfigError
+from engine.config.schema import PPOConfig
+from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -13,6 +14,19 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
         if n % d == 0:
             return d
     return 1
+
+
+def logger_names(value) -> list[str]:
+    """trainer.logger as a list of known names, else a ConfigError naming the key and the closest name."""
+    known = names(LoggerName)
+    listed = [value] if isinstance(value, str) else list(value)
+    for name in listed:
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"trainer.logger: unknown logger '{name}'.{hint} Known: {', '.join(known)} "
+                              f"(e.g. trainer.logger=[console,file]).")
+    return listed
 
 
 def world_size(cfg: PPOConfig) -> int:
@@ -46,9 +60,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     n = rollout.n
     world = world_size(cfg)
 
-    from engine.loggers.tracking import check_loggers
-
-    tr.logger = check_loggers(tr.logger, packages=False)  # a misspelt name fails here, not after start-up
+    tr.logger = logger_names(tr.logger)  # a misspelt name fails here, not after start-up
     if rollout.name == "naive":  # verl's old name of the HF rollout
         rollout.name = "hf"
     rollout.prompt_length = rollout.prompt_length or data.max_prompt_length
@@ -74,7 +86,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     if alg.adv_estimator == "gae" and not critic.enable:
         raise ConfigError("algorithm.adv_estimator=gae needs a critic: remove critic.enable=False or choose "
                           "algorithm.adv_estimator=grpo.")
-    if alg.adv_estimator in NEEDS_GROUPS and n < 2:
+    if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of the same prompt: set "
                           f"actor_rollout_ref.rollout.n to 2 or more (e.g. 8); it is {n}.")
     critic.model.path = critic.model.path or arr.model.path

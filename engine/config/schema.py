@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
+
 # UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form.
 ESSENTIAL = {"x-essential": True}
 
@@ -122,14 +124,8 @@ class OptimConfig(Section):
     clip_grad: Optional[float] = None
 
 
-KLKind = Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "kl+", "k1+", "abs+", "mse+", "k2+",
-                 "low_var_kl+", "k3+"]
-LossAggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
-                      "seq-mean-token-sum-norm"]
-
-
 class PolicyLossConfig(Section):
-    loss_mode: Literal["vanilla", "gspo"] = Field(
+    loss_mode: PolicyLossMode = Field(
         "vanilla", description="vanilla: PPO's token-level ratio; gspo: GSPO's sequence-level ratio (geometric mean "
                                "of the token ratios; verl suggests clip_ratio_low=3e-4, clip_ratio_high=4e-4).")
 
@@ -158,7 +154,7 @@ class ActorConfig(Section):
                               json_schema_extra=ESSENTIAL)
     use_torch_compile: bool = False
     kl_loss_coef: float = Field(0.001, ge=0, json_schema_extra=ESSENTIAL)
-    kl_loss_type: KLKind = Field("low_var_kl", description="k1/kl, k2/mse, k3/low_var_kl, abs; a '+' suffix "
+    kl_loss_type: KLEstimator = Field("low_var_kl", description="k1/kl, k2/mse, k3/low_var_kl, abs; a '+' suffix "
                                  "(k3+) keeps the value and takes k2's unbiased gradient.")
     ppo_epochs: int = Field(1, ge=1)
     shuffle: bool = False
@@ -324,16 +320,16 @@ class KLControlConfig(Section):
 class AlgorithmConfig(Section):
     gamma: float = 1.0
     lam: float = 1.0
-    adv_estimator: Literal["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"] = \
-        Field("gae", description="gae = PPO with a critic; grpo/rloo/reinforce_plus_plus*/remax need no critic.",
-              json_schema_extra=ESSENTIAL)
+    adv_estimator: AdvEstimator = Field(
+        "gae", description="gae = PPO with a critic; grpo/rloo/reinforce_plus_plus*/remax need no critic.",
+        json_schema_extra=ESSENTIAL)
     norm_adv_by_std_in_grpo: bool = True
     use_kl_in_reward: Optional[bool] = Field(
         None, description="KL penalty in the reward, scaled by kl_ctrl.kl_coef. Default (None = auto): on for "
                           "adv_estimator=gae when actor.use_kl_loss is off, so kl_ctrl.kl_coef constrains PPO "
                           "(verl's default is False, which silently ignores kl_coef).",
         json_schema_extra=ESSENTIAL)
-    kl_penalty: KLKind = "kl"
+    kl_penalty: KLEstimator = "kl"
     kl_ctrl: KLControlConfig = Field(default_factory=KLControlConfig)
     use_pf_ppo: bool = False
 

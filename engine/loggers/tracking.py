@@ -4,9 +4,13 @@ from __future__ import annotations
 import os
 import sys
 
+from engine.config import ConfigError
+from engine.config.resolve import logger_names
+from engine.config.vocab import LoggerName
+from engine.config.vocab import names as vocabulary
 from engine.loggers.base import Logger
 
-KNOWN = ("console", "file", "wandb", "tensorboard", "mlflow", "dashboard")
+KNOWN = vocabulary(LoggerName)
 
 
 class Tracking(Logger):
@@ -35,21 +39,14 @@ class Tracking(Logger):
 
 def check_loggers(names, packages: bool = True) -> list[str]:
     """trainer.logger as a list, every name known and (with `packages`) its package importable; else a
-    ConfigError saying what to change (cheap: no import, so a config check can call it before anything starts;
-    the config validation checks names only, since packages matter where the run executes)."""
-    import difflib
+    ConfigError saying what to change (the config validation checks names only, since packages matter where the
+    run executes)."""
     import importlib.util
 
-    from engine.config import ConfigError
     from engine.loggers.external import PACKAGES, missing_message
 
-    names = [names] if isinstance(names, str) else list(names)
+    names = logger_names(names)
     for name in names:
-        if name not in KNOWN:
-            close = difflib.get_close_matches(str(name), KNOWN, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"trainer.logger: unknown logger '{name}'.{hint} Known: {', '.join(KNOWN)} "
-                              f"(e.g. trainer.logger=[console,file]).")
         if packages and name in PACKAGES and importlib.util.find_spec(PACKAGES[name][0]) is None:
             raise ConfigError(missing_message(name))
     return names
