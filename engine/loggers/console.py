@@ -38,7 +38,10 @@ def format_step_line(step: int, metrics: dict[str, float]) -> str:
     # val-core/<data_source>/reward/mean@N; a data source may itself contain '/' (openai/gsm8k)
     val = [f"{k[len('val-core/'):k.rindex('/reward/')]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}"
            for k, v in metrics.items() if k.startswith("val-core/") and "/reward/" in k]
-    return " | ".join(parts + val)
+    # an update skipped for a non-finite gradient norm (weights left unchanged) must not pass unnoticed
+    skipped = [k.split("/")[0] for k, v in metrics.items() if k.endswith("/grad_norm_nonfinite") and v and v > 0]
+    warn = [f"UPDATE SKIPPED ({', '.join(sorted(skipped))}: non-finite grad norm)"] if skipped else []
+    return " | ".join(parts + val + warn)
 
 
 class ConsoleLogger(Logger):

@@ -99,10 +99,12 @@ class Actor:
                         produced[k].append(unpermute(torch.cat(parts), order))
                 add("actor/pg_loss", pg_loss)  # x world size / mean over workers = the mini-batch's loss
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
-                if torch.isfinite(grad_norm):
+                finite = bool(torch.isfinite(grad_norm))
+                if finite:
                     self.optimizer.step()
-                else:  # a non-finite gradient would poison the weights: skip this mini-batch
-                    add("actor/grad_norm_nonfinite", 1.0)
+                # a non-finite gradient would poison the weights: the mini-batch is skipped, and the metric (in
+                # every step, 0 or 1) lets the console and the run page say so
+                add("actor/grad_norm_nonfinite", 0.0 if finite else 1.0)
                 self.optimizer.zero_grad(set_to_none=True)
                 add("actor/grad_norm", grad_norm)
         add("actor/lr", self.scheduler.get_last_lr()[0])

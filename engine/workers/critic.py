@@ -61,10 +61,10 @@ class Critic:
                     add("critic/vpred_mean", masked_mean(vpreds.detach(), mask))
                 add("critic/vf_loss", vf_total)  # x world size / mean over workers = the mini-batch's loss
                 grad_norm = clip_grad_norm(self.module, cfg.grad_clip)
-                if torch.isfinite(grad_norm):
+                finite = bool(torch.isfinite(grad_norm))
+                if finite:
                     self.optimizer.step()
-                else:
-                    add("critic/grad_norm_nonfinite", 1.0)
+                add("critic/grad_norm_nonfinite", 0.0 if finite else 1.0)  # 1: this mini-batch was skipped
                 self.optimizer.zero_grad(set_to_none=True)
                 add("critic/grad_norm", grad_norm)
         add("critic/lr", self.scheduler.get_last_lr()[0])

@@ -5,6 +5,11 @@ Sequences are laid out as [left-padded prompt | right-padded response]; the logi
 response tokens are the R positions before the last one, so the LM head only runs on those
 (`logits_to_keep`), which spares the full-vocabulary logits of the prompt.
 
+Padded, every query row must have a key to attend to: a left-padding query under the causal padding mask has
+none, and on CUDA SDPA's memory-efficient backward turns such a row into NaN gradients for every parameter
+(even though the row's output is never used). `padded_attention_mask` lets each padding query attend to
+itself only; valid queries see exactly what the 2D mask gives them.
+
 With `remove_padding` (use_remove_padding) a micro-batch runs packed instead: its valid tokens in one row,
 attention kept inside each sequence (engine/workers/packing.py), and the outputs scattered back to [B, R].
 """
@@ -105,6 +110,25 @@ def unpermute(x: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
+def padded_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, L] 0/1 → the 2D mask itself when no column is padding (SDPA then runs plain causal), else a 4D bool
+    mask [B, 1, L, L]: causal over valid keys, and the diagonal, so that no query row is entirely masked.
+    transformers takes a 4D mask as it is, whatever the attention implementation."""
+    valid = attention_mask.bool()
+    if bool(valid.all()):
+        return attention_mask
+    length = valid.shape[1]
+    pos = torch.arange(length, device=valid.device)
+    causal = pos[None, :] <= pos[:, None]  # [query, key]
+    mask = (causal[None] & valid[:, None, :]) | (pos[None, :] == pos[:, None])[None]
+    return mask[:, None]
+
+
+def padded_inputs(mb: Batch) -> dict:
+    return {"input_ids": mb["input_ids"], "attention_mask": padded_attention_mask(mb["attention_mask"]),
+            "position_ids": mb["position_ids"]}
+
+
 def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
     resp_len = mb["responses"].shape[1]
     width = mb["input_ids"].shape[1]
@@ -112,8 +136,7 @@ def response_logits(model, mb: Batch, temperature: float = 1.0) -> torch.Tensor:
     # for the log-prob kernels is a view (slicing [:, :-1] off R + 1 positions cost a full-vocabulary copy
     # forward and another in backward)
     keep = torch.arange(width - resp_len - 1, width - 1, device=mb["input_ids"].device)
-    out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"],
-                use_cache=False, logits_to_keep=keep)
+    out = model(**padded_inputs(mb), use_cache=False, logits_to_keep=keep)
     logits = out.logits
     if logits.shape[1] != resp_len:  # a model that returns every position
         logits = logits[:, -resp_len - 1:-1, :]
@@ -154,8 +177,7 @@ def response_values(model, mb: Batch, remove_padding: bool = False) -> torch.Ten
         out = model(**packed_inputs(mb["input_ids"], mb["attention_mask"], mb["position_ids"]), use_cache=False)
         values = unpack_response(out.logits[0, keep, 0].float(), resp_valid)
         return values * mb["response_mask"]
-    out = model(input_ids=mb["input_ids"], attention_mask=mb["attention_mask"], position_ids=mb["position_ids"],
-                use_cache=False)
+    out = model(**padded_inputs(mb), use_cache=False)
     values = out.logits[:, -resp_len - 1:-1, 0].float()
     return values * mb["response_mask"]
 

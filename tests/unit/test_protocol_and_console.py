@@ -46,3 +46,13 @@ def test_console_line_has_the_seed_fields():
                                  "val-core/openai/gsm8k/reward/mean@1": 0.31})
     assert line.startswith("Epoch 1 | Step 10 | Score: 0.5000 | Actor Loss: -0.0100 | Critic Loss: 0.2000 | KL: 0.0030")
     assert "Resp Len: 42.0" in line and "Step Time: 1.250s" in line and "openai/gsm8k val@1: 0.3100" in line
+    assert "SKIPPED" not in line
+
+
+def test_step_line_says_when_an_update_was_skipped():
+    ok = format_step_line(3, {"actor/grad_norm_nonfinite": 0.0, "critic/grad_norm_nonfinite": 0.0})
+    assert "SKIPPED" not in ok
+    line = format_step_line(3, {"actor/grad_norm_nonfinite": 1.0, "critic/grad_norm_nonfinite": 1.0,
+                                "actor/grad_norm": float("nan")})
+    assert line.endswith("UPDATE SKIPPED (actor, critic: non-finite grad norm)")
+    assert format_step_line(3, {"critic/grad_norm_nonfinite": 1.0}).endswith("(critic: non-finite grad norm)")
