@@ -77,6 +77,9 @@ class Dispatcher:
         await asyncio.gather(*self._followers.values(), return_exceptions=True)
         if self.head is not None:
             await asyncio.to_thread(self.head.stop)
+            # the head we owned is gone, and every job on it: say so now rather than at the next start
+            await self._mark_in_flight_lost("The server shut down and stopped its local Ray head, which ended "
+                                            "this run.")
 
     async def _connect(self) -> None:
         from ray.job_submission import JobSubmissionClient
@@ -98,7 +101,10 @@ class Dispatcher:
             self.state = f"error: cannot reach Ray ({exc})"
             log.error("dispatch: %s", self.state)
             return
-        self.state = f"ray {self.address}" + (" (local head owned by this server)" if self.head else "")
+        self.state = f"ray {self.address}"
+        if self.head is not None:
+            self.state += (" (local head owned by this server, re-attached: started by an earlier server on this "
+                           "data dir)" if self.head.attached else " (local head owned by this server)")
         try:
             await self._reconcile()
         except Exception:  # still dispatch; the next start reconciles again
@@ -118,8 +124,16 @@ class Dispatcher:
                 pass
 
     # ------------------------------------------------------------------------------------- reconcile
+    async def _mark_in_flight_lost(self, reason: str) -> None:
+        with Session(self.engine, expire_on_commit=False) as session:
+            runs = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT))).all()
+        for run in runs:
+            await self._finish(run.id, RunStatus.lost, reason)
+
     async def _reconcile(self) -> None:
-        """A run the database calls starting/running whose Ray job no longer exists is `lost`."""
+        """A run the database calls starting/running whose Ray job no longer exists is `lost`; one whose job
+        is still there (the server was killed, its head was not, and we re-attached) is followed again."""
+        dead = self.head.previous if self.head is not None else None
         with Session(self.engine, expire_on_commit=False) as session:
             runs = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT))).all()
         for run in runs:
@@ -129,7 +143,11 @@ class Dispatcher:
             try:
                 await asyncio.to_thread(self.client.get_job_info, run.submission_id)
             except Exception as exc:  # noqa: BLE001
-                if _missing(exc):
+                if _missing(exc) and dead is not None:
+                    await self._finish(run.id, RunStatus.lost,
+                                       f"The server's local Ray head (pid {dead.pid}, {dead.address}) had died when "
+                                       f"the server started again, and Ray job {run.submission_id} with it.")
+                elif _missing(exc):
                     await self._finish(run.id, RunStatus.lost,
                                        f"Ray job {run.submission_id} no longer exists on {self.address} (the Ray "
                                        "cluster was restarted, or the server that owned it stopped); found when "

@@ -1,9 +1,15 @@
 """A local Ray head owned by the server: `ray start --head --block` on 127.0.0.1 with token auth, its own
-ports (never Ray's defaults, so it can live beside other clusters) and its own token file; stopped by
-signalling the process we started (and, if it lingers, its process group)."""
+ports (never Ray's defaults, so it can live beside other clusters) and its own token file.
+
+The head outlives a server that is killed (it runs in its own session), so it records itself in
+`<data_dir>/ray/head.json` (address, pid, process group, start time); the next server on the same data dir
+re-attaches to it instead of starting a second one, and its running jobs carry on. Stopping signals the
+recorded process and then kills whatever is left in its process group."""
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import secrets
 import signal
@@ -11,16 +17,49 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+log = logging.getLogger("rlstudio.ray_head")
+
+# The components `ray start --head` needs a port for: each gets its own (Ray refuses a port given twice).
+PORT_FLAGS = ("--port", "--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
+              "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port",
+              "--node-manager-port", "--object-manager-port")
+
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1, none handed out before by this process. All sockets stay
+    bound until every port is chosen, so the OS cannot give the same one twice."""
+    sockets: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        with _handed_out_lock:
+            while len(ports) < count:
+                s = socket.socket()
+                sockets.append(s)  # kept bound (even when skipped) so the OS moves on to another port
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+                if port not in _handed_out and port not in ports:
+                    ports.append(port)
+                if len(sockets) > count + 1000:
+                    raise RuntimeError(f"could not find {count} free ports on 127.0.0.1")
+            _handed_out.update(ports)
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def read_token(path: Path) -> str:
@@ -36,74 +75,225 @@ def ensure_token(path: Path) -> str:
     return read_token(path)
 
 
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, it names
+    one process for good (a reused pid has another start time). None: no such process (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def process_group_members(pgid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
+
+
+@dataclass
+class HeadRecord:
+    """What `<data_dir>/ray/head.json` says about a running head."""
+
+    address: str  # the dashboard / job API, http://127.0.0.1:PORT
+    gcs_address: str  # 127.0.0.1:PORT, for `ray.init(address=...)`
+    pid: int  # the `ray start --block` process; it leads its own process group
+    start_time: int  # of that pid (process_start_time)
+    temp_dir: str
+    server_pid: int
+
+    def alive(self) -> bool:
+        return process_start_time(self.pid) == self.start_time
+
+
 class LocalRayHead:
     def __init__(self, data_dir: Path, num_cpus: int | None = None):
         self.data_dir = data_dir.resolve()
         self.num_cpus = num_cpus
         self.token_path = self.data_dir / "ray" / "auth_token"
+        self.record_path = self.data_dir / "ray" / "head.json"
+        self.log_path = self.data_dir / "ray" / "head.log"
         # Ray's unix sockets need a short path: a temp dir named after the data dir.
         tag = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:10]
         self.temp_dir = Path(tempfile.gettempdir()) / f"rlstudio-ray-{tag}"
         self.process: subprocess.Popen | None = None
+        self.record: HeadRecord | None = None
         self.address: str | None = None
         self.token: str | None = None
+        self.attached = False  # True: found running (started by an earlier server on this data dir)
+        self.previous: HeadRecord | None = None  # the recorded head that was found dead, if any
 
     def env(self) -> dict[str, str]:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path)}
 
+    # ------------------------------------------------------------------------------------- record
+    def read_record(self) -> HeadRecord | None:
+        try:
+            return HeadRecord(**json.loads(self.record_path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _write_record(self, record: HeadRecord) -> None:
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record), indent=1))
+        os.replace(tmp, self.record_path)
+
+    def _forget_record(self) -> None:
+        try:
+            self.record_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    # -------------------------------------------------------------------------------------- start
     def start(self, timeout: float = 120.0) -> str:
+        """Re-attach to the head an earlier server left running on this data dir, else start one (retried
+        once with new ports if `ray start` fails). Returns the job API address."""
         self.token = ensure_token(self.token_path)
-        dashboard_port = free_port()
+        if self.attach():
+            return self.address
+        try:
+            return self._start_new(timeout)
+        except RuntimeError as exc:
+            log.warning("the local Ray head failed to start (%s); retrying once with new ports", exc)
+            self._note(f"rlstudio: the head failed to start ({exc}); retrying once with new ports\n")
+            return self._start_new(timeout)
+
+    def attach(self) -> bool:
+        """Adopt the recorded head if its process is the one recorded and its job API answers our token."""
+        record = self.read_record()
+        if record is None:
+            return False
+        self.token = self.token or ensure_token(self.token_path)
+        self.address = record.address
+        if record.alive() and self._wait_jobs_api(record, 30.0):
+            self.record, self.attached = record, True
+            log.info("re-attached to the local Ray head at %s (pid %s, started by server pid %s)",
+                     record.address, record.pid, record.server_pid)
+            return True
+        self.previous = record
+        log.warning("the recorded local Ray head (pid %s, %s) is gone; cleaning up and starting a new one",
+                    record.pid, record.address)
+        self._kill_group(record)
+        self._forget_record()
+        self.address = None
+        return False
+
+    def _start_new(self, timeout: float) -> str:
+        ports = dict(zip(PORT_FLAGS, self._choose_ports()))
         args = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1",
-                "--port", str(free_port()), "--dashboard-port", str(dashboard_port),
-                "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port()),
-                "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
-                "--runtime-env-agent-port", str(free_port()), "--node-manager-port", str(free_port()),
-                "--object-manager-port", str(free_port()), "--temp-dir", str(self.temp_dir),
+                "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
                 "--disable-usage-stats", "--include-dashboard", "true"]
+        for flag, port in ports.items():
+            args += [flag, str(port)]
         if self.num_cpus is not None:
             args += ["--num-cpus", str(self.num_cpus)]
-        log_path = self.data_dir / "ray" / "head.log"
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS", None)
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
-        self.address = f"http://127.0.0.1:{dashboard_port}"
+        record = HeadRecord(address=f"http://127.0.0.1:{ports['--dashboard-port']}",
+                            gcs_address=f"127.0.0.1:{ports['--port']}", pid=self.process.pid,
+                            start_time=process_start_time(self.process.pid) or 0, temp_dir=str(self.temp_dir),
+                            server_pid=os.getpid())
+        self.address, self.record = record.address, record
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"`ray start --head` exited with {self.process.returncode}; see {log_path}")
-            if self._jobs_api_up():
+                code, self.process, self.record = self.process.returncode, None, None
+                raise RuntimeError(f"`ray start --head` exited with {code}: {self._log_error()} (see {self.log_path})")
+            if self._jobs_api_up(record.address):
+                self._write_record(record)
                 return self.address
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError(f"the local Ray head did not come up within {timeout:.0f}s; see {log_path}")
+        raise RuntimeError(f"the local Ray head did not come up within {timeout:.0f}s; see {self.log_path}")
 
-    def _jobs_api_up(self) -> bool:
-        request = urllib.request.Request(f"{self.address}/api/jobs/",
-                                         headers={"Authorization": f"Bearer {self.token}"})
+    def _choose_ports(self) -> list[int]:
+        return free_ports(len(PORT_FLAGS))
+
+    def _log_error(self) -> str:
+        """The last error line `ray start` wrote (for the exception and the server log)."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()[-40:]
+        except OSError:
+            return "no log"
+        errors = [x.strip() for x in lines if "Error" in x or "error" in x]
+        return (errors or [x.strip() for x in lines if x.strip()] or ["no output"])[-1][:400]
+
+    def _note(self, text: str) -> None:
+        with open(self.log_path, "a") as f:
+            f.write(text)
+
+    def _jobs_api_up(self, address: str) -> bool:
+        request = urllib.request.Request(f"{address}/api/jobs/", headers={"Authorization": f"Bearer {self.token}"})
         try:
             with urllib.request.urlopen(request, timeout=2) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError, ValueError):
             return False
 
+    def _wait_jobs_api(self, record: HeadRecord, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._jobs_api_up(record.address):
+                return True
+            if time.monotonic() > deadline or not record.alive():
+                return False
+            time.sleep(0.5)
+
+    # --------------------------------------------------------------------------------------- stop
     def stop(self, timeout: float = 15.0) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        process, record = self.process, self.record
+        self.process, self.record = None, None
+        if record is None and process is None:
             return
-        process.send_signal(signal.SIGTERM)  # `ray start --block` shuts its processes down on SIGTERM
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # our own group: anything it left behind
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
+        pid = process.pid if process is not None else record.pid
+        if process is not None and process.poll() is None or process is None and record.alive():
+            os.kill(pid, signal.SIGTERM)  # `ray start --block` shuts its processes down on SIGTERM
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and (process.poll() is None if process is not None
+                                                   else record.alive()):
+                time.sleep(0.1)
+        if record is not None:
+            self._kill_group(record)
+        elif process is not None:
+            _killpg(pid)
+        if process is not None:
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._forget_record()
+
+    def _kill_group(self, record: HeadRecord) -> None:
+        """SIGKILL what is left of the head's process group, unless that group id now belongs to another
+        process (its leader is a different process than the one recorded)."""
+        leader = process_start_time(record.pid)
+        if leader is not None and leader != record.start_time:
+            return
+        if process_group_members(record.pid):
+            _killpg(record.pid)
+            deadline = time.monotonic() + 5
+            while process_group_members(record.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -104,7 +104,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
 
 def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
     """No RLSTUDIO_RAY_ADDRESS: the server starts its own head, and stops it on shutdown; the run that was
-    running is found `lost` (with the reason) when the server starts again."""
+    running is `lost`, with the reason, when the server starts again."""
     env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_JOB_MODULE": TINY, "RLSTUDIO_JOB_WORKDIR": str(REPO),
            "RLSTUDIO_RAY_NUM_CPUS": "2", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}
     data = tmp_path / "own"
@@ -122,4 +122,4 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
 
     server.start()
     lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"}, timeout=180)
-    assert lost["status"] == "lost" and "no longer exists" in lost["error"], lost
+    assert lost["status"] == "lost" and "shut down and stopped its local Ray head" in lost["error"], lost
