@@ -1,9 +1,19 @@
-"""`python -m backend [--host H] [--port P] [--data-dir D] [--demo]` starts the server
+"""`python -m backend [--host H] [--port P] [--data-dir D] [--demo] [--access-log]` starts the server
 (default http://127.0.0.1:8000, data in ./.rlstudio/). Flags override RLSTUDIO_* environment variables."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+
+def click_here(host: str, port: int, data_dir: Path, demo_run: int | None) -> str:
+    """The start-up banner, printed last (after Ray and uvicorn have said their piece): where to click."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{shown}:{port}"
+    lines = [f"rlstudio is up: open {base}/", f"  API docs {base}/docs · data {data_dir.resolve()}"]
+    if demo_run is not None:
+        lines.insert(1, f"  the demo run trains at {base}/runs/{demo_run}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -15,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--demo", action="store_true",
                         help="launch the tiny arithmetic demo run on start unless one already exists")
     parser.add_argument("--log-level", default="info")
+    # every ingest request would print a line (several a second while a run trains) and scroll the URL away
+    parser.add_argument("--access-log", action="store_true", help="print one line per HTTP request (off by default)")
     args = parser.parse_args(argv)
 
     import uvicorn
@@ -30,13 +42,22 @@ def main(argv: list[str] | None = None) -> None:
     if notice:
         print(notice, flush=True)
     app = create_app(settings)
+    demo_run = None
     if args.demo:
         from backend.services.demo import ensure_demo_run
 
-        ensure_demo_run(app)
-    print(f"rlstudio: http://{settings.host}:{settings.port}  (API docs: /docs, data: {settings.data_dir.resolve()})",
-          flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+        demo_run = ensure_demo_run(app)
+    banner = click_here(settings.host, settings.port, settings.data_dir, demo_run)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(banner, flush=True)
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                            access_log=args.access_log, timeout_graceful_shutdown=5)
+    Server(config).run()
 
 
 if __name__ == "__main__":

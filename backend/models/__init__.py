@@ -41,10 +41,14 @@ from backend.models.sample import (
     SampleAnswers,
     SampleIn,
     SamplePublic,
+    SampleRow,
+    SampleRows,
     SamplesIngest,
     SamplesPublic,
     SampleStep,
     SampleSteps,
+    StepOverlap,
+    StepOverlaps,
 )
 
 __all__ = [
@@ -88,8 +92,12 @@ __all__ = [
     "SampleAnswers",
     "SampleIn",
     "SamplePublic",
+    "SampleRow",
+    "SampleRows",
     "SampleStep",
     "SampleSteps",
+    "StepOverlap",
+    "StepOverlaps",
     "SamplesIngest",
     "SamplesPublic",
 ]

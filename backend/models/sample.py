@@ -91,3 +91,38 @@ class SampleStep(SQLModel):
 class SampleSteps(SQLModel):
     data: list[SampleStep]
     count: int
+
+
+class SampleRow(SQLModel):
+    """One answer as a table row: no prompt text and no per-token arrays (the dense table, "What changed")."""
+
+    id: int
+    step: int
+    split: str
+    sample_index: int
+    prompt_index: int | None = None
+    group_uid: str | None = None
+    data_source: str | None = None
+    score: float | None = None
+    advantage: float | None = Field(default=None, description="mean over the response's tokens")
+    length: int = Field(description="response tokens (characters when the run logged no tokens)")
+    first_line: str = Field(description="the answer's first non-empty line, at most 200 characters")
+
+
+class SampleRows(SQLModel):
+    data: list[SampleRow]
+    count: int = Field(description="rows matching the filters (data holds at most `limit` of them)")
+
+
+class StepOverlap(SQLModel):
+    run_id: int
+    step: int
+    split: str
+    shared_prompts: int
+
+
+class StepOverlaps(SQLModel):
+    """Steps that answered some of the same prompts as a given step, nearest first."""
+
+    prompts: int = Field(description="distinct prompts of the given step")
+    data: list[StepOverlap]

@@ -26,5 +26,5 @@ def ensure_demo_run(app) -> int | None:
         run.run_dir = str(directory)
         announce(session, run)
         session.commit()
-        print(f"rlstudio: demo run {run.id} queued; watch it at /api/v1/runs/{run.id}/metrics", flush=True)
+        print(f"rlstudio: demo run {run.id} queued", flush=True)
         return run.id

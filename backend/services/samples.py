@@ -1,12 +1,13 @@
 """Samples (one per rollout): idempotent batch ingest and the queries behind the samples views."""
 from __future__ import annotations
 
+import math
 import time
 
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from backend.models import Run, Sample, SampleIn, SampleStep
+from backend.models import Run, Sample, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
 from backend.services.events import add_event, run_channel
 
 FIELDS = [name for name in SampleIn.model_fields]
@@ -42,3 +43,54 @@ def steps(session: Session, run_id: int) -> list[SampleStep]:
     stmt = (select(Sample.step, Sample.split, func.count(), func.avg(Sample.score))
             .where(Sample.run_id == run_id).group_by(Sample.step, Sample.split).order_by(Sample.step, Sample.split))
     return [SampleStep(step=s, split=sp, count=c, mean_score=m) for s, sp, c, m in session.execute(stmt).all()]
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+def _mean(values) -> float | None:
+    finite = [v for v in values or () if isinstance(v, (int, float)) and math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def rows(session: Session, stmt, *, limit: int) -> tuple[list[SampleRow], int]:
+    """`stmt` (a select of Sample, filtered) as table rows: no prompt, no per-token arrays; the mean advantage
+    and the length are computed here so the browser never downloads the arrays."""
+    sub = stmt.subquery()
+    count = session.exec(select(func.count()).select_from(sub)).one()
+    s = sub.c
+    query = (select(s.id, s.step, s.split, s.sample_index, s.prompt_index, s.group_uid, s.data_source, s.score,
+                    s.advantages, s.tokens, s.response)
+             .order_by(s.step, s.split, s.sample_index, s.id).limit(limit))
+    out = []
+    for r in session.execute(query).all():
+        tokens = r.tokens
+        out.append(SampleRow(id=r.id, step=r.step, split=r.split, sample_index=r.sample_index,
+                             prompt_index=r.prompt_index, group_uid=r.group_uid, data_source=r.data_source,
+                             score=r.score, advantage=_mean(r.advantages),
+                             length=len(tokens) if tokens else len(r.response or ""),
+                             first_line=_first_line(r.response)))
+    return out, count
+
+
+def overlaps(session: Session, *, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
+             limit: int) -> StepOverlaps:
+    """The steps of `other_run_id` (split `other_split`) that answered some of the prompts of (run, step,
+    split), nearest to `step` first: the pairs a side-by-side view can align."""
+    prompts = (select(Sample.prompt_index).where(Sample.run_id == run_id, Sample.step == step,
+                                                 Sample.split == split, Sample.prompt_index.is_not(None))
+               .distinct())
+    n = session.exec(select(func.count()).select_from(prompts.subquery())).one()
+    shared = func.count(Sample.prompt_index.distinct())
+    stmt = (select(Sample.step, shared).where(Sample.run_id == other_run_id, Sample.split == other_split,
+                                               Sample.prompt_index.in_(prompts))
+            .group_by(Sample.step))
+    found = [(s, c) for s, c in session.execute(stmt).all()
+             if not (other_run_id == run_id and other_split == split and s == step)]
+    found.sort(key=lambda sc: (abs(sc[0] - step), -sc[0]))
+    return StepOverlaps(prompts=n, data=[StepOverlap(run_id=other_run_id, step=s, split=other_split, shared_prompts=c)
+                                         for s, c in found[:limit]])

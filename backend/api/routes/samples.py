@@ -7,7 +7,7 @@ from sqlalchemy import func, or_
 from sqlmodel import select
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
-from backend.models import IngestResult, Sample, SampleAnswer, SampleAnswers, SamplePublic, SamplesIngest, SamplesPublic, SampleSteps
+from backend.models import IngestResult, Sample, SampleAnswer, SampleAnswers, SamplePublic, SampleRows, SamplesIngest, SamplesPublic, SampleSteps, StepOverlaps
 from backend.services import samples
 
 router = APIRouter(tags=["samples"])
@@ -81,6 +81,38 @@ def list_sample_steps(session: SessionDep, run_id: int):
     return SampleSteps(data=data, count=len(data))
 
 
+@router.get("/runs/{run_id}/samples/rows", response_model=SampleRows)
+def sample_rows(session: SessionDep, run_id: int,
+                step: Annotated[list[int] | None, Query(max_length=1000)] = None,
+                split: Literal["train", "val"] | None = None, data_source: str | None = None,
+                q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")] = None,
+                min_score: float | None = None, max_score: float | None = None,
+                limit: Annotated[int, Query(ge=1, le=50_000)] = 10_000):
+    """Answers as light table rows (ids, scores, mean advantage, length, first line; no prompt, no per-token
+    arrays): the dense samples table and the "What changed" comparison of validations."""
+    get_run_or_404(session, run_id)
+    stmt = _filtered(select(Sample).where(Sample.run_id == run_id), None, split, None, None, data_source, q,
+                     min_score, max_score)
+    if step:
+        stmt = stmt.where(Sample.step.in_(step))
+    data, count = samples.rows(session, stmt, limit=limit)
+    return SampleRows(data=data, count=count)
+
+
+@router.get("/runs/{run_id}/samples/overlap", response_model=StepOverlaps)
+def step_overlap(session: SessionDep, run_id: int, step: int, split: Literal["train", "val"] = "train",
+                 other_run_id: Annotated[int | None, Query(description="the run to search (default: this one)")] = None,
+                 other_split: Literal["train", "val"] | None = None,
+                 limit: Annotated[int, Query(ge=1, le=1000)] = 20):
+    """Steps that answered some of the same prompts as (run, step, split), nearest first: training shuffles
+    its prompts, so two neighbouring training steps usually share none."""
+    get_run_or_404(session, run_id)
+    other = run_id if other_run_id is None else other_run_id
+    get_run_or_404(session, other)
+    return samples.overlaps(session, run_id=run_id, step=step, split=split, other_run_id=other,
+                            other_split=other_split or split, limit=limit)
+
+
 @router.get("/runs/{run_id}/samples/{sample_id}", response_model=SamplePublic)
 def get_sample(session: SessionDep, run_id: int, sample_id: int):
     sample = session.get(Sample, sample_id)
@@ -126,3 +158,4 @@ def list_newest_answers(session: SessionDep,
         out.extend(SampleAnswer(id=r[0], run_id=rid, step=r[1], split=split, sample_index=r[2], response=r[3],
                                 tokens=r[4], score=r[5]) for r in rows)
     return SampleAnswers(data=out, count=len(out))
+

@@ -1,0 +1,77 @@
+"""`python -m backend` as a user starts it: no access log line per request unless --access-log, and the last
+thing on the console is where to click."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from backend.services.ray_head import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def serve(tmp_path: Path, *flags: str):
+    port = free_port()
+    out = tmp_path / f"console-{port}.txt"
+    env = {k: v for k, v in os.environ.items() if k != "RLSTUDIO_API_TOKEN"}
+    env.update({"RLSTUDIO_DISPATCH": "false", "RLSTUDIO_FRONTEND_DIR": str(tmp_path / "no-ui")})
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "backend", "--port", str(port), "--data-dir",
+                                 str(tmp_path / "data"), *flags], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        assert proc.poll() is None, out.read_text()
+        if "rlstudio is up" in out.read_text():
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"no banner in 120 s: {out.read_text()}")
+    return proc, url, out
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_quiet_console_ends_with_where_to_click(tmp_path):
+    proc, url, out = serve(tmp_path)
+    try:
+        run = httpx.post(url + "/api/v1/runs", json={"name": "quiet", "preset": "demo", "launch": False}).json()
+        for step in range(5):  # what a training run does several times a second
+            r = httpx.post(f"{url}/api/v1/runs/{run['id']}/metrics", headers={"Authorization": f"Bearer {run['ingest_token']}"},
+                           json={"points": [{"key": "critic/score/mean", "step": step, "value": 0.5}]})
+            assert r.status_code == 200, r.text
+        httpx.get(url + "/healthz")
+        time.sleep(0.5)
+        text = out.read_text()
+    finally:
+        stop(proc)
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert not [line for line in lines if "/metrics" in line or "/healthz" in line or "HTTP/1.1" in line], text
+    assert lines[-2] == f"rlstudio is up: open {url}/", text
+    assert lines[-1].startswith(f"  API docs {url}/docs"), text
+
+
+def test_access_log_flag_turns_them_on(tmp_path):
+    proc, url, out = serve(tmp_path, "--access-log")
+    try:
+        httpx.get(url + "/healthz")
+        deadline = time.time() + 30
+        while "GET /healthz" not in out.read_text() and time.time() < deadline:
+            time.sleep(0.2)
+        text = out.read_text()
+    finally:
+        stop(proc)
+    assert "GET /healthz HTTP/1.1" in text, text

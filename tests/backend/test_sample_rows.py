@@ -1,0 +1,56 @@
+"""The light sample rows (dense table, "What changed") and the step-overlap query (side by side) on a real
+SQLite file."""
+from __future__ import annotations
+
+from tests.backend.conftest import external_run
+
+
+def _auth(run):
+    return {"Authorization": f"Bearer {run['ingest_token']}"}
+
+
+def _sample(step, i, prompt, *, split="train", score=1.0, adv=(0.5, 1.5), response="12\nmore"):
+    return {"step": step, "split": split, "sample_index": i, "prompt_index": prompt, "group_uid": f"{step}-{prompt}",
+            "prompt": "p" * 500, "response": response, "score": score, "data_source": "arith",
+            "tokens": ["1", "2", "\n"], "advantages": list(adv), "old_log_probs": [-0.1, -0.2, -0.3]}
+
+
+def test_rows_are_light_and_carry_the_numbers(client):
+    run = external_run(client)
+    samples = [_sample(1, 0, 7, score=1.0, adv=(0.5, 1.5)), _sample(1, 1, 7, score=0.0, adv=(-1.0, None)),
+               _sample(2, 0, 3, response="\n  first answer line  \nsecond"), _sample(0, 0, 7, split="val")]
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    body = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"step": 1, "split": "train"}).json()
+    assert body["count"] == 2
+    first, second = body["data"]
+    assert (first["prompt_index"], first["score"], first["advantage"], first["length"], first["first_line"]) == (7, 1.0, 1.0, 3, "12")
+    assert second["advantage"] == -1.0  # nulls (masked tokens) are not averaged in
+    assert "prompt" not in first and "tokens" not in first and "advantages" not in first
+    both = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"step": [1, 2], "split": "train"}).json()
+    assert [r["step"] for r in both["data"]] == [1, 1, 2] and both["data"][2]["first_line"] == "first answer line"
+    val = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"split": "val"}).json()
+    assert [(r["step"], r["split"]) for r in val["data"]] == [(0, "val")]
+    capped = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"limit": 1}).json()
+    assert capped["count"] == 4 and len(capped["data"]) == 1
+    assert client.get("/api/v1/runs/999/samples/rows").status_code == 404
+
+
+def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
+    run = external_run(client)
+    # steps 1..4 draw prompts (0,1), (2,3), (4,5), (0,9): only step 4 shares a prompt with step 1
+    draws = {1: (0, 1), 2: (2, 3), 3: (4, 5), 4: (0, 9)}
+    samples = [_sample(s, i, p) for s, ps in draws.items() for i, p in enumerate(ps)]
+    samples += [_sample(v, i, p, split="val") for v in (0, 5) for i, p in enumerate((100, 101))]
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    got = client.get(f"/api/v1/runs/{run['id']}/samples/overlap", params={"step": 1}).json()
+    assert got["prompts"] == 2
+    assert [(o["step"], o["shared_prompts"]) for o in got["data"]] == [(4, 1)]
+    assert client.get(f"/api/v1/runs/{run['id']}/samples/overlap", params={"step": 2}).json()["data"] == []
+    val = client.get(f"/api/v1/runs/{run['id']}/samples/overlap", params={"step": 5, "split": "val"}).json()
+    assert [(o["step"], o["split"], o["shared_prompts"]) for o in val["data"]] == [(0, "val", 2)]
+    other = external_run(client, name="other")
+    assert client.post(f"/api/v1/runs/{other['id']}/samples", json={"samples": [_sample(9, 0, 1)]},
+                       headers=_auth(other)).status_code == 200
+    across = client.get(f"/api/v1/runs/{run['id']}/samples/overlap",
+                        params={"step": 1, "other_run_id": other["id"]}).json()
+    assert [(o["run_id"], o["step"], o["shared_prompts"]) for o in across["data"]] == [(other["id"], 9, 1)]
