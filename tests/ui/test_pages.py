@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from pathlib import Path
 
 from playwright.sync_api import expect
 
@@ -152,7 +153,17 @@ def test_new_run_form_paste_and_inline_server_error(page, server):
         "PYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\\n data.train_batch_size=16 \\\n"
         " actor_rollout_ref.actor.optim.lr=3e-4 trainer.logger=['console'] 2>&1 | tee log.txt")
     page.get_by_role("button", name="Fill the form").click()
-    expect(page.get_by_role("status")).to_contain_text("3 values filled")
+    # a whole command means verl's defaults underneath, and the page says so; one click lays it over the demo
+    status = page.get_by_role("status").filter(has_text="values filled")
+    expect(status).to_contain_text("3 values filled over verl's defaults")
+    expect(page.locator("[data-paste-replaced=demo]")).to_be_visible()
+    page.get_by_role("button", name=re.compile("Lay the command over Tiny arithmetic demo")).click()
+    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
+    expect(status).to_contain_text("3 values filled over the preset Tiny arithmetic demo")
+    kept = page.locator("[data-paste-kept] li")
+    expect(kept.filter(has_text="algorithm.adv_estimator=grpo")).to_have_count(1)
+    expect(kept.filter(has_text="actor_rollout_ref.rollout.n=8")).to_have_count(1)
+    expect(kept.filter(has_text="data.train_batch_size")).to_have_count(0)  # the command set that one
     expect(batch).to_have_value("16")
     expect(page.locator('[data-key="actor_rollout_ref.actor.optim.lr"]')).to_have_value("0.0003")
     # a client-side type error is shown at the field before anything is sent
@@ -178,6 +189,44 @@ def test_new_run_form_paste_and_inline_server_error(page, server):
     page.goto(f"{server.url}/runs/new?fork={run_id}")
     expect(page.locator('[data-key="data.train_batch_size"]')).to_have_value("16")
     expect(page.locator("#run-name")).to_have_value("form-run-fork")
+    assert not page.errors
+
+
+def seed_command(**paths: str) -> str:
+    """The README's "The seed's command" (verl's PPO quick start), with the given keys' values replaced."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## The seed's command", 1)[1]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    command = "\n".join(line for line in block.splitlines() if "engine.data.gsm8k" not in line)
+    for key, value in paths.items():
+        command, n = re.subn(rf"{re.escape(key)}=\S+", f"{key}={value}", command)
+        assert n == 1, key
+    return command
+
+
+def test_pasted_seed_command_runs_ppo_with_a_critic_not_the_demo(page, server):
+    command = seed_command(**{"data.train_files": "builtin:arith/train.parquet", "data.val_files": "builtin:arith/test.parquet",
+                              "actor_rollout_ref.model.path": "builtin:tiny", "critic.model.path": "builtin:tiny"})
+    page.goto(server.url + "/runs/new")
+    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")  # as on arrival
+    page.locator("#paste-command").fill(command)
+    page.get_by_role("button", name="Fill the form").click()
+    keys = len(re.findall(r"^\s+[\w.]+=", command, re.M))
+    assert keys >= 20
+    expect(page.get_by_role("status").filter(has_text="values filled")).to_contain_text(f"{keys} values filled over verl's defaults")
+    expect(page.get_by_role("button", name=re.compile("Engine defaults"))).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('[data-key="algorithm.adv_estimator"]')).to_have_value("gae")
+    expect(page.locator('[data-key="data.train_batch_size"]')).to_have_value("256")
+    shot(page, "new-run-seed-command")
+    page.locator("#run-name").fill("seed-command")
+    page.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+$"))
+    run = server.api.get(f"/api/v1/runs/{int(page.url.rsplit('/', 1)[1])}")
+    rc = run["resolved_config"]
+    assert run["preset"] is None
+    assert rc["algorithm"]["adv_estimator"] == "gae" and rc["actor_rollout_ref"]["rollout"]["n"] == 1
+    assert rc["critic"]["model"]["path"] == "builtin:tiny" and rc["critic"]["optim"]["lr"] == 1e-5
+    assert rc["algorithm"]["kl_ctrl"]["kl_coef"] == 0.001 and rc["data"]["train_batch_size"] == 256
     assert not page.errors
 
 

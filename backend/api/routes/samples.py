@@ -82,7 +82,7 @@ def list_sample_steps(session: SessionDep, run_id: int):
 
 
 @router.get("/runs/{run_id}/samples/rows", response_model=SampleRows)
-def sample_rows(session: SessionDep, run_id: int,
+def list_sample_rows(session: SessionDep, run_id: int,
                 step: Annotated[list[int] | None, Query(max_length=1000)] = None,
                 split: Literal["train", "val"] | None = None, data_source: str | None = None,
                 q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")] = None,
@@ -100,7 +100,7 @@ def sample_rows(session: SessionDep, run_id: int,
 
 
 @router.get("/runs/{run_id}/samples/overlap", response_model=StepOverlaps)
-def step_overlap(session: SessionDep, run_id: int, step: int, split: Literal["train", "val"] = "train",
+def list_step_overlaps(session: SessionDep, run_id: int, step: int, split: Literal["train", "val"] = "train",
                  other_run_id: Annotated[int | None, Query(description="the run to search (default: this one)")] = None,
                  other_split: Literal["train", "val"] | None = None,
                  limit: Annotated[int, Query(ge=1, le=1000)] = 20):

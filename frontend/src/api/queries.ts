@@ -1,10 +1,14 @@
-/** Server state: one hook per API read, all through TanStack Query and the generated client. */
-import { keepPreviousData, useQuery } from "@tanstack/react-query";
+/**
+ * Server state: one hook per API read, all through TanStack Query and the generated client. Pages read
+ * through these hooks and invalidate through `qk` keys; none calls the SDK for a read itself.
+ */
+import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
-import type { RunStatus } from "../client/types.gen";
+import type { RunCreate, RunFork, RunStatus } from "../client/types.gen";
 import { unwrap } from "./client";
 
 export const qk = {
+  allRuns: ["runs"] as const,
   runs: (filters: object) => ["runs", filters] as const,
   run: (id: number) => ["run", id] as const,
   experiments: ["experiments"] as const,
@@ -14,8 +18,20 @@ export const qk = {
   metricKeys: (runIds: number[]) => ["metric-keys", runIds] as const,
   sampleSteps: (runId: number) => ["sample-steps", runId] as const,
   samples: (runId: number, params: object) => ["samples", runId, params] as const,
+  sampleRows: (runId: number, params: object) => ["sample-rows", runId, params] as const,
+  overlaps: (runId: number, params: object) => ["sample-overlaps", runId, params] as const,
+  latestSamples: (runId: number) => ["latest-samples", runId] as const,
   logs: (runId: number) => ["logs", runId] as const,
+  runsHealth: (runIds: number[]) => ["runs-health", runIds] as const,
+  newestAnswers: (runIds: number[]) => ["runs-newest-answers", runIds] as const,
 };
+
+/** A run in one of these may still change: live streams, polling, Cancel instead of Resume. */
+export const ACTIVE_STATUSES: readonly RunStatus[] = ["queued", "starting", "running"];
+
+export function isActive(status: RunStatus | string | undefined | null): boolean {
+  return (ACTIVE_STATUSES as readonly string[]).includes(status ?? "");
+}
 
 export interface RunFilters {
   status?: RunStatus[];
@@ -101,3 +117,94 @@ export function useSamples(runId: number | null, params: SampleQuery, enabled = 
     placeholderData: keepPreviousData,
   });
 }
+
+/** Several runs by id (Compare): each shares the cache entry of `useRun`. */
+export function useRunsById(ids: number[]) {
+  return useQueries({
+    queries: ids.map((id) => ({ queryKey: qk.run(id), queryFn: () => unwrap(sdk.getRun({ path: { run_id: id } })) })),
+  });
+}
+
+/** The newest training step's answers (up to 256): the Run page's degenerate-answer alarm. */
+export function useLatestSamples(runId: number) {
+  return useQuery({
+    queryKey: qk.latestSamples(runId),
+    queryFn: () => unwrap(sdk.listSamples({ path: { run_id: runId }, query: { order: "-step", split: "train", limit: 256 } })),
+  });
+}
+
+/** The last `tail` log lines; new ones arrive over SSE. */
+export function useLogHistory(runId: number, tail = 300) {
+  return useQuery({
+    queryKey: qk.logs(runId),
+    queryFn: () => unwrap(sdk.listLogs({ path: { run_id: runId }, query: { tail } })),
+    staleTime: Infinity,
+  });
+}
+
+/** The Runs table's health columns: a few downsampled series of many runs in one request. */
+export function useRunsHealth(runIds: number[], keys: string[], poll: boolean) {
+  return useQuery({
+    queryKey: qk.runsHealth(runIds),
+    queryFn: () => unwrap(sdk.queryMetrics({ query: { run_id: runIds, key: keys, max_points: 300 } })),
+    enabled: runIds.length > 0,
+    refetchInterval: poll ? 5_000 : false,
+    placeholderData: (prev) => prev,
+  });
+}
+
+/** Each run's answers at its newest step (no prompts, no token arrays): the degenerate-answer check. */
+export function useNewestAnswers(runIds: number[], poll: boolean) {
+  return useQuery({
+    queryKey: qk.newestAnswers(runIds),
+    queryFn: () => unwrap(sdk.listNewestAnswers({ query: { run_id: runIds, split: "train", limit: 64 } })),
+    enabled: runIds.length > 0,
+    refetchInterval: poll ? 5_000 : false,
+    placeholderData: (prev) => prev,
+  });
+}
+
+export interface SampleRowQuery {
+  step?: number[];
+  split?: "train" | "val";
+  q?: string;
+  min_score?: number;
+  max_score?: number;
+  data_source?: string;
+  limit?: number;
+}
+
+/** Answers as light rows (no prompt, no per-token arrays): the dense table and "What changed". */
+export function useSampleRows(runId: number | null, params: SampleRowQuery, enabled = true) {
+  return useQuery({
+    queryKey: qk.sampleRows(runId ?? 0, params),
+    queryFn: () => unwrap(sdk.listSampleRows({ path: { run_id: runId! }, query: params })),
+    enabled: enabled && runId !== null,
+    placeholderData: keepPreviousData,
+  });
+}
+
+export interface OverlapQuery {
+  step: number;
+  split: "train" | "val";
+  other_run_id?: number;
+  other_split?: "train" | "val";
+}
+
+/** Steps that answered some of the prompts of (run, step, split), nearest first. */
+export function useStepOverlaps(runId: number | null, params: OverlapQuery | null) {
+  return useQuery({
+    queryKey: qk.overlaps(runId ?? 0, params ?? {}),
+    queryFn: () => unwrap(sdk.listStepOverlaps({ path: { run_id: runId! }, query: params! })),
+    enabled: runId !== null && params !== null,
+    staleTime: 30_000,
+  });
+}
+
+/** Writes, for `useMutation`: the pages invalidate `qk` keys on success. */
+export const runWrites = {
+  create: (body: RunCreate) => unwrap(sdk.createRun({ body })),
+  fork: (runId: number, body: RunFork) => unwrap(sdk.forkRun({ path: { run_id: runId }, body })),
+  cancel: (runId: number) => unwrap(sdk.cancelRun({ path: { run_id: runId } })),
+  resume: (runId: number) => unwrap(sdk.resumeRun({ path: { run_id: runId } })),
+};

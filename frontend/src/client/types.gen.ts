@@ -1009,6 +1009,80 @@ export type SamplePublic = {
 };
 
 /**
+ * SampleRow
+ *
+ * One answer as a table row: no prompt text and no per-token arrays (the dense table, "What changed").
+ */
+export type SampleRow = {
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Step
+     */
+    step: number;
+    /**
+     * Split
+     */
+    split: string;
+    /**
+     * Sample Index
+     */
+    sample_index: number;
+    /**
+     * Prompt Index
+     */
+    prompt_index?: number | null;
+    /**
+     * Group Uid
+     */
+    group_uid?: string | null;
+    /**
+     * Data Source
+     */
+    data_source?: string | null;
+    /**
+     * Score
+     */
+    score?: number | null;
+    /**
+     * Advantage
+     *
+     * mean over the response's tokens
+     */
+    advantage?: number | null;
+    /**
+     * Length
+     *
+     * response tokens (characters when the run logged no tokens)
+     */
+    length: number;
+    /**
+     * First Line
+     *
+     * the answer's first non-empty line, at most 200 characters
+     */
+    first_line: string;
+};
+
+/**
+ * SampleRows
+ */
+export type SampleRows = {
+    /**
+     * Data
+     */
+    data: Array<SampleRow>;
+    /**
+     * Count
+     *
+     * rows matching the filters (data holds at most `limit` of them)
+     */
+    count: number;
+};
+
+/**
  * SampleStep
  */
 export type SampleStep = {
@@ -1066,6 +1140,46 @@ export type SamplesPublic = {
      * Count
      */
     count: number;
+};
+
+/**
+ * StepOverlap
+ */
+export type StepOverlap = {
+    /**
+     * Run Id
+     */
+    run_id: number;
+    /**
+     * Step
+     */
+    step: number;
+    /**
+     * Split
+     */
+    split: string;
+    /**
+     * Shared Prompts
+     */
+    shared_prompts: number;
+};
+
+/**
+ * StepOverlaps
+ *
+ * Steps that answered some of the same prompts as a given step, nearest first.
+ */
+export type StepOverlaps = {
+    /**
+     * Prompts
+     *
+     * distinct prompts of the given step
+     */
+    prompts: number;
+    /**
+     * Data
+     */
+    data: Array<StepOverlap>;
 };
 
 /**
@@ -2191,6 +2305,120 @@ export type ListSampleStepsResponses = {
 };
 
 export type ListSampleStepsResponse = ListSampleStepsResponses[keyof ListSampleStepsResponses];
+
+export type ListSampleRowsData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: {
+        /**
+         * Step
+         */
+        step?: Array<number> | null;
+        /**
+         * Split
+         */
+        split?: 'train' | 'val' | null;
+        /**
+         * Data Source
+         */
+        data_source?: string | null;
+        /**
+         * Q
+         *
+         * prompt or response contains
+         */
+        q?: string | null;
+        /**
+         * Min Score
+         */
+        min_score?: number | null;
+        /**
+         * Max Score
+         */
+        max_score?: number | null;
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
+    url: '/api/v1/runs/{run_id}/samples/rows';
+};
+
+export type ListSampleRowsErrors = {
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListSampleRowsError = ListSampleRowsErrors[keyof ListSampleRowsErrors];
+
+export type ListSampleRowsResponses = {
+    /**
+     * Successful Response
+     */
+    200: SampleRows;
+};
+
+export type ListSampleRowsResponse = ListSampleRowsResponses[keyof ListSampleRowsResponses];
+
+export type ListStepOverlapsData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query: {
+        /**
+         * Step
+         */
+        step: number;
+        /**
+         * Split
+         */
+        split?: 'train' | 'val';
+        /**
+         * Other Run Id
+         *
+         * the run to search (default: this one)
+         */
+        other_run_id?: number | null;
+        /**
+         * Other Split
+         */
+        other_split?: 'train' | 'val' | null;
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
+    url: '/api/v1/runs/{run_id}/samples/overlap';
+};
+
+export type ListStepOverlapsErrors = {
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListStepOverlapsError = ListStepOverlapsErrors[keyof ListStepOverlapsErrors];
+
+export type ListStepOverlapsResponses = {
+    /**
+     * Successful Response
+     */
+    200: StepOverlaps;
+};
+
+export type ListStepOverlapsResponse = ListStepOverlapsResponses[keyof ListStepOverlapsResponses];
 
 export type GetSampleData = {
     body?: never;

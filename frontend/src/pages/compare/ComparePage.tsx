@@ -1,11 +1,8 @@
 /** Compare: overlay charts of the selected runs, the config keys that differ, final/best metrics. */
-import { useQueries } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { Link, useSearchParams } from "react-router-dom";
-import { unwrap } from "../../api/client";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { useRuns } from "../../api/queries";
-import * as sdk from "../../client/sdk.gen";
+import { isActive, useRuns, useRunsById } from "../../api/queries";
 import type { RunPublic } from "../../client/types.gen";
 import { StatusBadge } from "../../components/Badges";
 import { ChartControls, useChartOptions } from "../../components/ChartControls";
@@ -18,7 +15,6 @@ import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
 import { best, lastFinite } from "../../lib/series";
 
-const ACTIVE = ["queued", "starting", "running"];
 const COMPARE_QUERY = chartQuery(COMPARE_CHARTS);
 
 /** Rows of the final/best table: key pattern, and which direction is "best". */
@@ -43,11 +39,9 @@ export function ComparePage() {
     return p;
   }, { replace: true });
   const [options, setOptions] = useChartOptions();
-  const runQueries = useQueries({
-    queries: ids.map((id) => ({ queryKey: ["run", id], queryFn: () => unwrap(sdk.getRun({ path: { run_id: id } })) })),
-  });
+  const runQueries = useRunsById(ids);
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
-  const liveIds = runs.filter((r) => ACTIVE.includes(r.status)).map((r) => r.id);
+  const liveIds = runs.filter((r) => isActive(r.status)).map((r) => r.id);
   // one request for every chart, sent at once (the server expands the key patterns): no list of keys first
   const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, 500, undefined, COMPARE_QUERY.patterns); // ~2 points per pixel column
   const wanted = useMemo(() => {

@@ -6,12 +6,12 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useRef, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
-import { ApiError, unwrap } from "../../api/client";
-import { useConfigSchema, usePresets, useRun } from "../../api/queries";
-import * as sdk from "../../client/sdk.gen";
+import { ApiError } from "../../api/client";
+import { qk, runWrites, useConfigSchema, usePresets, useRun } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
 import { ErrorBox, Loading } from "../../components/States";
-import { flatten, sameValue, unflatten } from "../../lib/configDiff";
+import { flatten, formatJson, sameValue, unflatten, type Json } from "../../lib/configDiff";
+import { pasteBase, presetValuesNotSet, type PasteWhy } from "../../lib/pasteBase";
 import { errorField, essentialsFirst, fieldsFromSchema, fromText, toText, type Field } from "../../lib/schemaForm";
 import { parseCommand, toCommand, type HydraValue } from "../../lib/verlCommand";
 import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
@@ -35,17 +35,45 @@ export function NewRunPage() {
   const schema = useConfigSchema();
   const presets = usePresets();
   const parent = useRun(forkId);
+  // a pasted command that belongs on another base (verl's defaults, its --config-name) switches the preset,
+  // which remounts the form: the paste travels across the switch and is applied by the new form
+  const [pending, setPending] = useState<PendingPaste | null>(null);
   if (schema.isLoading || presets.isLoading || (forkId !== null && parent.isLoading)) return <Loading what="Loading the run-config schema" />;
   const error = schema.error ?? presets.error ?? parent.error;
   if (error) return <ErrorBox error={error} retry={() => { void schema.refetch(); void presets.refetch(); }} />;
   const presetNames = presetOrder((presets.data?.data ?? []).map((p) => p.name));
-  const preset = forkId !== null ? null : params.get("preset") ?? (presetNames.includes("demo") ? "demo" : null);
+  // no ?preset: the demo; ?preset= (empty): the engine's defaults
+  const asked = params.get("preset");
+  const preset = forkId !== null ? null : asked === null ? (presetNames.includes("demo") ? "demo" : null) : asked || null;
   const key = forkId !== null ? `fork-${forkId}` : `preset-${preset ?? ""}`;
   return (
     <RunForm key={key} schema={schema.data as object} presets={presets.data?.data ?? []} presetNames={presetNames}
-      preset={preset} parent={forkId !== null ? parent.data ?? null : null}
-      onPreset={(name) => setParams(name === null ? { preset: "" } : { preset: name })} />
+      preset={preset} parent={forkId !== null ? parent.data ?? null : null} pending={pending?.preset === preset ? pending : null}
+      onPreset={(name, paste) => {
+        setPending(paste ? { ...paste, preset: name } : null);
+        setParams(name === null ? { preset: "" } : { preset: name });
+      }} />
   );
+}
+
+interface PendingPaste {
+  text: string;
+  preset: string | null;
+  /** the preset that was selected when the command was pasted */
+  from: string | null;
+  chosen: boolean;
+}
+
+interface PasteReport {
+  applied: number;
+  unknown: string[];
+  ignored: string[];
+  base: string | null;
+  why: PasteWhy;
+  /** the preset set aside for verl's defaults (a whole command was pasted over it) */
+  replaced: string | null;
+  /** the base preset's values the command did not set */
+  kept: [string, Json][];
 }
 
 interface FormProps {
@@ -54,10 +82,11 @@ interface FormProps {
   presetNames: string[];
   preset: string | null;
   parent: { id: number; name?: string; resolved_config: Record<string, unknown>; tags?: string[] } | null;
-  onPreset: (name: string | null) => void;
+  pending: PendingPaste | null;
+  onPreset: (name: string | null, paste?: Omit<PendingPaste, "preset">) => void;
 }
 
-function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: FormProps) {
+function RunForm({ schema, presets, presetNames, preset, parent, pending, onPreset }: FormProps) {
   const navigate = useNavigate();
   const qc = useQueryClient();
   const fields = useMemo(() => fieldsFromSchema(schema), [schema]);
@@ -73,15 +102,38 @@ function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: For
     return out;
   }, [fields, byKey, presets, preset, parent]);
 
-  const [edits, setEdits] = useState<Record<string, Raw>>({});
+  const defaults = useMemo(() => Object.fromEntries(fields.map((f) => [f.key, f.default])), [fields]);
+
+  /** The form values a pasted command sets, and what to tell the user about the base underneath them. */
+  const readPaste = (text: string, base: string | null, why: PasteWhy, replaced: string | null) => {
+    const parsed = parseCommand(text);
+    const unknown: string[] = [];
+    const next: Record<string, Raw> = {};
+    for (const [key, value] of Object.entries(parsed.values)) {
+      const f = byKey.get(key);
+      if (!f) unknown.push(key);
+      else next[key] = rawOf(f, value);
+    }
+    const baseConfig = parent ? null : presets.find((p) => p.name === base)?.config;
+    const kept = baseConfig ? presetValuesNotSet(baseConfig, Object.keys(next), defaults, (k) => byKey.has(k)) : [];
+    const report: PasteReport = { applied: Object.keys(next).length, unknown, ignored: parsed.ignored, base, why, replaced, kept };
+    return { next, report };
+  };
+  const initialPaste = useMemo(
+    () => (pending ? readPaste(pending.text, preset, pending.chosen ? "chosen" : parseCommand(pending.text).configName ? "config-name" : "full-command",
+      pending.chosen || pending.from === preset ? null : pending.from) : null),
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    []);
+
+  const [edits, setEdits] = useState<Record<string, Raw>>(initialPaste?.next ?? {});
   const [name, setName] = useState(parent ? `${parent.name ?? `run-${parent.id}`}-fork` : "");
   const [experiment, setExperiment] = useState("");
   const [tags, setTags] = useState(parent?.tags?.join(", ") ?? "");
   const [serverErrors, setServerErrors] = useState<Record<string, string>>({});
   const [generalErrors, setGeneralErrors] = useState<string[]>([]);
-  const [paste, setPaste] = useState("");
-  const [pasteReport, setPasteReport] = useState<{ applied: number; unknown: string[]; ignored: string[] } | null>(null);
-  const [advancedOpen, setAdvancedOpen] = useState(false);
+  const [paste, setPaste] = useState(pending?.text ?? "");
+  const [pasteReport, setPasteReport] = useState<PasteReport | null>(initialPaste?.report ?? null);
+  const [advancedOpen, setAdvancedOpen] = useState(() => Object.keys(initialPaste?.next ?? {}).some((k) => !essentials.some((f) => f.key === k)));
   const [advancedFilter, setAdvancedFilter] = useState("");
   const formRef = useRef<HTMLFormElement>(null);
 
@@ -101,21 +153,15 @@ function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: For
     setServerErrors(({ [key]: _drop, ...rest }) => rest);
   };
 
-  const applyPaste = () => {
-    const parsed = parseCommand(paste);
-    const unknown: string[] = [];
-    const next: Record<string, Raw> = {};
-    for (const [key, value] of Object.entries(parsed.values)) {
-      const f = byKey.get(key);
-      if (!f) unknown.push(key);
-      else next[key] = rawOf(f, value);
+  const applyPaste = (chosen?: string | null) => {
+    const plan = pasteBase(parseCommand(paste), preset, presetNames, { fork: parent !== null, ...(chosen !== undefined ? { chosen } : {}) });
+    if (plan.base !== preset) {
+      onPreset(plan.base, { text: paste, from: preset, chosen: chosen !== undefined });
+      return;
     }
-    if (parsed.configName && presetNames.includes(parsed.configName) && parsed.configName !== preset && !parent) {
-      // a different preset resets the form: apply the preset first, the user pastes again on top of it
-      unknown.unshift(`--config-name ${parsed.configName}: choose the preset above, then paste again`);
-    }
+    const { next, report } = readPaste(paste, plan.base, plan.why, null);
     setEdits((e) => ({ ...e, ...next }));
-    setPasteReport({ applied: Object.keys(next).length, unknown, ignored: parsed.ignored });
+    setPasteReport(report);
     if (Object.keys(next).some((k) => advanced.some((f) => f.key === k))) setAdvancedOpen(true);
   };
 
@@ -133,18 +179,16 @@ function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: For
       const config = unflatten(changed) as Record<string, unknown>;
       const tagList = tags.split(",").map((t) => t.trim()).filter(Boolean);
       if (parent) {
-        return unwrap(sdk.forkRun({ path: { run_id: parent.id }, body: { name: name || null, config, tags: tagList } }));
+        return runWrites.fork(parent.id, { name: name || null, config, tags: tagList });
       }
-      return unwrap(sdk.createRun({
-        body: { name, preset, config, tags: tagList, ...(experiment.trim() ? { experiment_name: experiment.trim() } : {}) },
-      }));
+      return runWrites.create({ name, preset, config, tags: tagList, ...(experiment.trim() ? { experiment_name: experiment.trim() } : {}) });
     },
     onMutate: () => {
       setServerErrors({});
       setGeneralErrors([]);
     },
     onSuccess: (run) => {
-      void qc.invalidateQueries({ queryKey: ["runs"] });
+      void qc.invalidateQueries({ queryKey: qk.allRuns });
       navigate(`/runs/${run.id}`);
     },
     onError: (e) => {
@@ -212,15 +256,34 @@ function RunForm({ schema, presets, presetNames, preset, parent, onPreset }: For
         <textarea id="paste-command" rows={4} value={paste} onChange={(e) => setPaste(e.target.value)}
           placeholder={"python3 -m verl.trainer.main_ppo data.train_batch_size=256 actor_rollout_ref.actor.optim.lr=1e-6 trainer.logger=['console'] ..."} />
         <div className="row" style={{ marginTop: ".4rem" }}>
-          <button type="button" onClick={applyPaste} disabled={!paste.trim()}>Fill the form</button>
+          <button type="button" onClick={() => applyPaste()} disabled={!paste.trim()}>Fill the form</button>
           {pasteReport && (
             <span className="small" role="status">
-              {pasteReport.applied} value{pasteReport.applied === 1 ? "" : "s"} filled.
+              {pasteReport.applied} value{pasteReport.applied === 1 ? "" : "s"} filled
+              {parent ? " over the parent run's config." : pasteReport.base === null ? <> over <strong data-paste-base="defaults">verl's defaults</strong> (engine defaults), as when the command runs.</>
+                : <> over the preset <strong data-paste-base={pasteReport.base}>{presetLabel(pasteReport.base)}</strong>{pasteReport.why === "config-name" ? " (its --config-name)" : ""}.</>}
               {pasteReport.unknown.length > 0 && <span className="field-error"> Not in the schema (not applied): {pasteReport.unknown.join(", ")}.</span>}
               {pasteReport.ignored.length > 0 && <span className="muted"> Ignored: {pasteReport.ignored.join(" ")}</span>}
             </span>
           )}
         </div>
+        {pasteReport && !parent && pasteReport.replaced !== null && (
+          <p className="small notice" data-paste-replaced={pasteReport.replaced}>
+            The preset <strong>{presetLabel(pasteReport.replaced)}</strong> was set aside: a whole command starts from verl's defaults.{" "}
+            <button type="button" className="link-button" onClick={() => applyPaste(pasteReport.replaced)}>Lay the command over {presetLabel(pasteReport.replaced)} instead</button>
+          </p>
+        )}
+        {pasteReport && !parent && pasteReport.base !== null && (
+          <details className="small" open={pasteReport.kept.length > 0 && pasteReport.kept.length <= 12} data-paste-kept={pasteReport.kept.length}>
+            <summary>{pasteReport.kept.length} value{pasteReport.kept.length === 1 ? "" : "s"} of {presetLabel(pasteReport.base)} the command did not set (kept)</summary>
+            <ul className="mono kept-values">
+              {pasteReport.kept.map(([k, v]) => <li key={k}>{k}={formatJson(v)}</li>)}
+            </ul>
+            {pasteReport.why !== "config-name" && (
+              <button type="button" className="link-button" onClick={() => applyPaste(null)}>Start from verl's defaults instead</button>
+            )}
+          </details>
+        )}
       </section>
 
       <section className="card">

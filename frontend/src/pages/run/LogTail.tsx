@@ -1,8 +1,6 @@
 /** The run's log: the last lines from the API, then new ones as the SSE stream delivers them. */
-import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
-import { unwrap } from "../../api/client";
-import * as sdk from "../../client/sdk.gen";
+import { useLogHistory } from "../../api/queries";
 import { ErrorBox, Loading } from "../../components/States";
 
 const KEEP = 1000;
@@ -10,11 +8,7 @@ const KEEP = 1000;
 interface Line { key: string; text: string }
 
 export function useLogTail(runId: number) {
-  const history = useQuery({
-    queryKey: ["logs", runId],
-    queryFn: () => unwrap(sdk.listLogs({ path: { run_id: runId }, query: { tail: 300 } })),
-    staleTime: Infinity,
-  });
+  const history = useLogHistory(runId);
   const [live, setLive] = useState<Line[]>([]);
   const append = (data: { source?: string; lines: [number, string, number][] }) =>
     setLive((prev) => [...prev, ...data.lines.map(([seq, text]) => ({ key: `${data.source ?? ""}:${seq}`, text }))].slice(-KEEP));

@@ -1,11 +1,9 @@
 /** Run: status and actions, health banner, live charts, config, live log tail. */
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
-import { unwrap } from "../../api/client";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { useExperiments, useRun } from "../../api/queries";
-import * as sdk from "../../client/sdk.gen";
+import { isActive, qk, runWrites, useExperiments, useLatestSamples, useRun } from "../../api/queries";
 import type { RunPublic } from "../../client/types.gen";
 import { AlarmBanner, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { ChartControls, useChartOptions } from "../../components/ChartControls";
@@ -16,8 +14,6 @@ import { runAlarms } from "../../lib/alarms";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { ConfigView } from "./ConfigView";
 import { LogTail, useLogTail } from "./LogTail";
-
-const ACTIVE = ["queued", "starting", "running"];
 
 export function RunPage() {
   const runId = Number(useParams().runId);
@@ -33,25 +29,22 @@ function RunView({ run }: { run: RunPublic }) {
   const navigate = useNavigate();
   const experiments = useExperiments();
   const [options, setOptions] = useChartOptions();
-  const active = ACTIVE.includes(run.status);
+  const active = isActive(run.status);
   const logs = useLogTail(run.id);
   const [actionError, setActionError] = useState<unknown>(null);
 
   const store = useLiveMetrics([run.id], null, active ? [run.id] : [], 1000, (_id, kind, data) => {
     if (kind === "status" || kind === "progress") {
-      qc.setQueryData<RunPublic>(["run", run.id], (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
+      qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
     } else if (kind === "logs") {
       logs.append(data as { lines: [number, string, number][] });
     } else if (kind === "samples") {
-      void qc.invalidateQueries({ queryKey: ["latest-samples", run.id] });
+      void qc.invalidateQueries({ queryKey: qk.latestSamples(run.id) });
     }
   });
 
   // the newest step's samples, for the degenerate-answer alarm
-  const latestSamples = useQuery({
-    queryKey: ["latest-samples", run.id],
-    queryFn: () => unwrap(sdk.listSamples({ path: { run_id: run.id }, query: { order: "-step", split: "train", limit: 256 } })),
-  });
+  const latestSamples = useLatestSamples(run.id);
   const alarms = useMemo(() => {
     const series = Object.fromEntries(store.byRun.get(run.id) ?? []);
     return runAlarms(series, latestSamples.data?.data ?? []);
@@ -60,15 +53,14 @@ function RunView({ run }: { run: RunPublic }) {
 
   const action = useMutation({
     mutationFn: async (kind: "cancel" | "resume") => {
-      const path = { path: { run_id: run.id } };
-      return kind === "cancel" ? unwrap(sdk.cancelRun(path)) : unwrap(sdk.resumeRun(path));
+      return kind === "cancel" ? runWrites.cancel(run.id) : runWrites.resume(run.id);
     },
     onMutate: () => setActionError(null),
     onError: (e) => setActionError(e),
     onSuccess: (result, kind) => {
-      void qc.invalidateQueries({ queryKey: ["runs"] });
+      void qc.invalidateQueries({ queryKey: qk.allRuns });
       if (kind === "resume") navigate(`/runs/${result.id}`);
-      else qc.setQueryData(["run", run.id], result);
+      else qc.setQueryData(qk.run(run.id), result);
     },
   });
 

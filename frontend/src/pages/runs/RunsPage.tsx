@@ -1,11 +1,9 @@
 /** Runs: the table of runs with live status (SSE), filters in the URL, select several → Compare. */
-import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
-import { unwrap } from "../../api/client";
 import { useEventSource } from "../../api/live";
-import { useExperiments, useRuns, type RunFilters } from "../../api/queries";
-import * as sdk from "../../client/sdk.gen";
+import { isActive, qk, useExperiments, useNewestAnswers, useRuns, useRunsHealth, type RunFilters } from "../../api/queries";
 import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
 import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
@@ -42,7 +40,7 @@ function useRunsFeed() {
   const patch = (data: unknown) => {
     const run = data as Partial<RunPublic> & { id: number };
     let found = false;
-    qc.setQueriesData<RunsPublic>({ queryKey: ["runs"] }, (old) => {
+    qc.setQueriesData<RunsPublic>({ queryKey: qk.allRuns }, (old) => {
       if (!old) return old;
       const i = old.data.findIndex((r) => r.id === run.id);
       if (i === -1) return old;
@@ -51,13 +49,13 @@ function useRunsFeed() {
       data[i] = { ...data[i], ...run };
       return { ...old, data };
     });
-    qc.setQueryData<RunPublic>(["run", run.id], (old) => (old ? { ...old, ...run } : old));
-    if (!found) void qc.invalidateQueries({ queryKey: ["runs"] });
+    qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...run } : old));
+    if (!found) void qc.invalidateQueries({ queryKey: qk.allRuns });
   };
   return useEventSource("/api/v1/runs/events", {
     run: patch,
     progress: patch,
-    deleted: () => void qc.invalidateQueries({ queryKey: ["runs"] }),
+    deleted: () => void qc.invalidateQueries({ queryKey: qk.allRuns }),
   });
 }
 
@@ -69,14 +67,8 @@ export function RunsPage() {
   const navigate = useNavigate();
   const [selected, setSelected] = useState<number[]>([]);
   const ids = useMemo(() => (runs.data?.data ?? []).map((r) => r.id).slice(0, 100), [runs.data]);
-  const anyActive = (runs.data?.data ?? []).some((r) => ["queued", "starting", "running"].includes(r.status));
-  const health = useQuery({
-    queryKey: ["runs-health", ids],
-    queryFn: () => unwrap(sdk.queryMetrics({ query: { run_id: ids, key: HEALTH_KEYS, max_points: 300 } })),
-    enabled: ids.length > 0,
-    refetchInterval: anyActive ? 5_000 : false,
-    placeholderData: (prev) => prev,
-  });
+  const anyActive = (runs.data?.data ?? []).some((r) => isActive(r.status));
+  const health = useRunsHealth(ids, HEALTH_KEYS, anyActive);
   const seriesByRun = useMemo(() => {
     const out = new Map<number, Record<string, Series>>();
     for (const s of health.data?.data ?? []) {
@@ -86,13 +78,7 @@ export function RunsPage() {
     return out;
   }, [health.data]);
   // each run's answers at its newest step: the degenerate-answer check (empty or repetitive answers)
-  const answers = useQuery({
-    queryKey: ["runs-newest-answers", ids],
-    queryFn: () => unwrap(sdk.listNewestAnswers({ query: { run_id: ids, split: "train", limit: 64 } })),
-    enabled: ids.length > 0,
-    refetchInterval: anyActive ? 5_000 : false,
-    placeholderData: (prev) => prev,
-  });
+  const answers = useNewestAnswers(ids, anyActive);
   const answersByRun = useMemo(() => {
     const out = new Map<number, SampleLike[]>();
     for (const a of answers.data?.data ?? []) {
