@@ -5,20 +5,34 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 import httpx
 
 from tests.backend.conftest import REPO, wait_for
 
 STEPS, KEYS, SAMPLES = 60, 20, 8
+KILL_AT, RESTART_AT = 10, 20  # the logging script holds at these steps until the test has acted
 
 LOGGER_SCRIPT = textwrap.dedent(f"""
-    import sys, time
+    import os, sys, time
     from engine.config import build_config
     from engine.loggers.dashboard import DashboardLogger
 
-    url, spool = sys.argv[1], sys.argv[2]
+    url, spool, control = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def wait_until(predicate, what):  # a state, with a generous timeout (the machine may be loaded)
+        deadline = time.monotonic() + 300
+        while not predicate():
+            if time.monotonic() > deadline:
+                sys.exit("timed out waiting for " + what)
+            time.sleep(0.05)
+
+    def signal_test(name):
+        open(os.path.join(control, name), "w").close()
+
+    def test_says(name):
+        wait_until(lambda: os.path.exists(os.path.join(control, name)), name)
+
     cfg = build_config(overrides=["trainer.project_name=cli-project", "trainer.experiment_name=by-hand",
                                   "trainer.dashboard_url=" + url, "trainer.default_local_dir=" + spool])
     logger = DashboardLogger.from_config(cfg)
@@ -37,7 +51,15 @@ LOGGER_SCRIPT = textwrap.dedent(f"""
                                    "tokens": ["x", "y"], "advantages": [0.1, 0.2], "acc": 1}}
                                   for j in range({SAMPLES})])
         logger.log_lines([f"step {{step}}"])
-        time.sleep(0.1)
+        if step == {KILL_AT}:  # the server has steps 1-{KILL_AT}; the test kills it now
+            assert logger.flush(120), "steps 1-{KILL_AT} were not delivered"
+            signal_test("delivered")
+            test_says("server-killed")
+        if step == {RESTART_AT}:  # steps after the kill are sent to a dead server: they go to the spool
+            logger.flush(0)
+            wait_until(lambda: logger.spooled > 0, "the spool")
+            signal_test("spooled")
+            test_says("server-restarted")
     logger.log_status("succeeded")
     logger.close()
     print("DELIVERED", logger.delivered, "SPOOLED", logger.spooled, flush=True)
@@ -49,7 +71,9 @@ def test_logger_survives_server_kill9(server_factory, tmp_path):
     script = tmp_path / "log_run.py"
     script.write_text(LOGGER_SCRIPT)
     spool = tmp_path / "spool"
-    proc = subprocess.Popen([sys.executable, str(script), server.url, str(spool)], cwd=REPO,
+    control = tmp_path / "control"
+    control.mkdir()
+    proc = subprocess.Popen([sys.executable, str(script), server.url, str(spool), str(control)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = proc.stdout.readline()
     while not line.startswith("RUN "):
@@ -57,14 +81,17 @@ def test_logger_survives_server_kill9(server_factory, tmp_path):
         line = proc.stdout.readline()
     run_id = int(line.split()[1])
 
-    def step_now():
-        r = httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=5).json()
-        return (r.get("progress_step") or 0) >= 10
+    def script_says(name):
+        wait_for(lambda: (control / name).exists() or proc.poll() is not None, 300, 0.05, name)
+        assert (control / name).exists(), f"the logger script ended early:\n{proc.stdout.read()}"
 
-    wait_for(step_now, 30, what="step 10")
+    script_says("delivered")  # held at step KILL_AT with everything so far on the server
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=5).json()["progress_step"] == KILL_AT
     server.kill9()
-    time.sleep(2.0)  # the logger keeps training and spools
+    (control / "server-killed").touch()
+    script_says("spooled")  # held at step RESTART_AT: the steps since the kill went to the spool
     server.start()
+    (control / "server-restarted").touch()
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     spooled = int(out.split("SPOOLED")[1].split()[0])

@@ -87,8 +87,11 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     pids_file = Path(server.data_dir) / "runs" / str(long["id"]) / "checkpoints" / "pids.txt"
     pids = wait_for(lambda: pids_file.exists() and [int(p) for p in pids_file.read_text().split()], 30, 0.2, "pids")
     assert all(alive(p) for p in pids)
-    time.sleep(1.5)
-    assert run_state(url, queued["id"])["status"] == "queued"  # the limit is 1: it waits its turn
+    # the limit is 1: the next run waits its turn. Two more steps of the long run (>= 1 s each, however slow the
+    # machine) give the dispatcher (0.3 s poll) several chances to start it wrongly.
+    step = run_state(url, long["id"])["progress_step"] or 0
+    wait_for(lambda: (run_state(url, long["id"])["progress_step"] or 0) >= step + 2, 120, 0.3, "two more steps")
+    assert run_state(url, queued["id"])["status"] == "queued"
 
     started = time.monotonic()
     cancelled = httpx.post(f"{url}/api/v1/runs/{long['id']}/cancel", timeout=30)

@@ -15,6 +15,8 @@ import pytest
 
 from tests.integration.helpers import base_args, engine_env, run_engine
 
+HOLD_REWARD = Path(__file__).with_name("hold_reward.py")
+
 pytestmark = pytest.mark.ray
 
 
@@ -36,15 +38,23 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
     # 64 prompts / 16 per step = 4 steps per epoch; checkpoint at step 4 = the end of epoch 1.
     args = base_args(tiny_model, arith_data, out, **{
         "algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.use_kl_loss": "True",
-        "trainer.total_training_steps": 6, "trainer.save_freq": 4, "trainer.test_freq": 3})
-    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", *args], cwd=tmp_path, env=engine_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        "trainer.total_training_steps": 6, "trainer.save_freq": 4, "trainer.test_freq": 3,
+        "custom_reward_function.path": str(HOLD_REWARD)})
+    # The first run is held while it scores step 6 (after logging step 5, before step 6 can log or checkpoint
+    # anything), so the kill lands at the same point however fast the machine is.
+    held = tmp_path / "held"
+    env = engine_env() | {"HOLD_AFTER_STEP": "5", "HOLD_MARKER": str(held), "HOLD_METRICS": str(out / "metrics.jsonl")}
+    log = tmp_path / "first-run.log"  # a file, not a pipe: a pipe nobody reads would block a chatty run
+    with open(log, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", *args], cwd=tmp_path, env=env,
+                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + 400
-        while time.time() < deadline and 5 not in train_steps(read_metrics(out)):
-            assert proc.poll() is None, f"the first run ended early:\n{proc.stdout.read()[-4000:]}"
+        deadline = time.monotonic() + 600
+        while not held.exists():
+            assert proc.poll() is None, f"the first run ended before it was held:\n{log.read_text()[-4000:]}"
+            assert time.monotonic() < deadline, "the first run was not held after step 5 within 600 s"
             time.sleep(0.5)
-        assert 5 in train_steps(read_metrics(out)), "the first run never reached step 5"
+        assert train_steps(read_metrics(out)) == [1, 2, 3, 4, 5]
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the driver and everything it started

@@ -66,7 +66,7 @@ def test_run_charts_grow_and_click_opens_samples(page, server):
     expect(page.locator(".log-tail")).to_contain_text("Step 5")
     shot(page, "run-page")
     page.emulate_media(color_scheme="dark")  # follows the system scheme
-    time.sleep(0.5)
+    page.wait_for_function("() => matchMedia('(prefers-color-scheme: dark)').matches")
     shot(page, "run-page-dark", full_page=False)
     page.emulate_media(color_scheme="light")
     # a click on a point of step 3 opens that step's samples
