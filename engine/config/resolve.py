@@ -52,6 +52,28 @@ def _refuse_unsupported(cfg: PPOConfig) -> None:
                               "(sequences are sharded by FSDP2 data parallelism only).")
 
 
+def _check_rollout_correction(cfg: PPOConfig) -> None:
+    """Thresholds parse, and the rollout returns the log-probs the correction divides by."""
+    from engine.algos.rollout_correction import parse_is_threshold, parse_rs
+
+    rc, rollout = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.rollout
+    prefix = "algorithm.rollout_correction"
+    try:
+        if rc.rollout_is is not None:
+            parse_is_threshold(rc.rollout_is_threshold)
+        if rc.rollout_rs is not None:
+            parse_rs(rc.rollout_rs, rc.rollout_rs_threshold)
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}: {exc}") from None
+    if rc.rollout_is is None and rc.rollout_rs is None:
+        return
+    hf_decode = str((getattr(rollout.engine_kwargs, "hf", None) or {}).get("decode", "auto"))
+    if rollout.name in ("hf", "naive") and hf_decode == "generate":
+        raise ConfigError(f"{prefix}.rollout_is/rollout_rs need the rollout's log-probs, which transformers' generate "
+                          "does not return: use actor_rollout_ref.rollout.name=vllm or "
+                          "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
+
+
 def resolve(cfg: PPOConfig) -> PPOConfig:
     _refuse_unsupported(cfg)
     cfg = cfg.model_copy(deep=True)
@@ -80,6 +102,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     # critic when no KL loss is used, so the coefficient a user sets actually constrains the policy.
     if alg.use_kl_in_reward is None:
         alg.use_kl_in_reward = alg.adv_estimator == "gae" and not actor.use_kl_loss
+
+    _check_rollout_correction(cfg)
 
     if critic.enable is None:
         critic.enable = alg.adv_estimator == "gae"

@@ -317,6 +317,26 @@ class KLControlConfig(Section):
     target_kl: float = Field(0.1, gt=0)
 
 
+class RolloutCorrectionConfig(Section):
+    """verl's algorithm.rollout_correction: correct for the rollout engine's distribution differing from the
+    actor's (engine/algos/rollout_correction.py). Needs a rollout that returns log-probs (vllm, or hf with
+    engine_kwargs.hf.decode=static)."""
+    rollout_is: Optional[Literal["token", "sequence"]] = Field(
+        None, description="Importance weights pi_actor/pi_rollout per token or per sequence; None = off.")
+    rollout_is_threshold: Union[float, str] = Field(
+        2.0, description="Upper bound the weights are truncated at (TIS), or 'lower_upper' (e.g. 0.5_2.0): weights "
+                         "outside the band become 0 (IcePop).")
+    rollout_is_batch_normalize: bool = Field(False, description="Rescale the weights to mean 1 over the batch.")
+    rollout_rs: Optional[str] = Field(
+        None, description="Rejection (masked IS): comma-separated token_k1/k2/k3, seq_sum_k*, seq_mean_k*, "
+                          "seq_max_k2/k3; tokens or sequences past rollout_rs_threshold leave the loss.")
+    rollout_rs_threshold: Optional[Union[float, str]] = Field(
+        None, description="One per rollout_rs option (or one for all); k1 takes 'lower_upper' ratio bounds.")
+    bypass_mode: Literal[False] = Field(False, description="verl's bypass mode (rollout log-probs as the old "
+                                                           "log-probs) is not supported.")
+    loss_type: Literal["ppo_clip"] = "ppo_clip"
+
+
 class AlgorithmConfig(Section):
     gamma: float = 1.0
     lam: float = 1.0
@@ -332,6 +352,7 @@ class AlgorithmConfig(Section):
     kl_penalty: KLEstimator = "kl"
     kl_ctrl: KLControlConfig = Field(default_factory=KLControlConfig)
     use_pf_ppo: bool = False
+    rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
 
 
 # ------------------------------------------------------------------------------------------- trainer

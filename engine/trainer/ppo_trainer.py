@@ -23,7 +23,7 @@ from engine.config.resolve import world_size
 from engine.protocol import Batch
 from engine.trainer import checkpointing
 from engine.trainer.balance import balance
-from engine.trainer.rollout_mismatch import rollout_mismatch_metrics
+from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled, rollout_mismatch_metrics
 from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
 from engine.trainer.samples import build_samples, group_advantage_stats
 
@@ -60,7 +60,8 @@ class PPOTrainer:
         # something needs them before the update (KL in the reward) or the user asks for the pass.
         self.on_policy_update = (actor.recompute_old_log_prob is not True and actor.ppo_epochs == 1
                                  and actor.ppo_mini_batch_size == cfg.data.train_batch_size
-                                 and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0)
+                                 and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0
+                                 and not correction_enabled(alg.rollout_correction))  # it needs them first
         self.global_step = 0
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
 
@@ -101,6 +102,8 @@ class PPOTrainer:
                     out, m = self.wg.dp_call("compute_log_prob", batch)
                     batch = batch.union(out)
                     merge(m)
+                if correction_enabled(alg.rollout_correction):
+                    metrics.update(apply_rollout_correction(batch, alg.rollout_correction))
 
             if self.use_reference:
                 with timed("ref", timings):
@@ -141,7 +144,7 @@ class PPOTrainer:
                     merge(m)
 
         metrics.update(reduce_worker_metrics(worker_metrics))
-        metrics.update(rollout_mismatch_metrics(batch))  # vLLM rollout vs actor log-probs ({} for hf)
+        metrics.update(rollout_mismatch_metrics(batch) | metrics)  # rollout vs actor log-probs ({} for hf generate)
         metrics.update(data_metrics(batch, self.use_critic, cfg.actor_rollout_ref.rollout.response_length))
         metrics.update(group_advantage_stats(batch))
         metrics.update(timing_metrics(timings, batch))

@@ -1,32 +1,65 @@
-"""The train/inference mismatch: how far the rollout engine's token probabilities are from the actor's own.
+"""The train/inference mismatch: how far the rollout engine's token probabilities are from the actor's own, and
+verl's rollout correction (algorithm.rollout_correction.*) that compensates for it.
 
-vLLM samples with its own kernels (and often in bf16), so the probability it gave a sampled token differs
-a little from what the actor recomputes for the same token. verl logs this as
-`training/rollout_probs_diff_{mean,max,std}` (|p_rollout − p_actor| over response tokens); a mean that
-grows past ~0.01–0.05 usually means a dtype or weight-sync problem rather than noise.
+vLLM (or the static-cache HF rollout in bf16) samples with its own kernels, so the probability it gave a sampled
+token differs a little from what the actor recomputes for the same token. All mismatch metrics come from one
+place, the step's batch once it holds both log-probs, so they always describe the same tensors:
+`training/rollout_probs_diff_{mean,max,std}` (|p_rollout - p_actor|, verl's names), `actor/rollout_log_probs_absdiff`
+(|log p_rollout - log p_actor|) and verl's `rollout_corr/*` (KL, perplexities, chi^2; with correction on also the
+weights' mean/max/std, effective sample size, clipped and rejected fractions). A rollout without log-probs (HF
+generate) reports none of them rather than a zero.
 """
 from __future__ import annotations
 
 import torch
 
+from engine.algos.rollout_correction import mismatch_metrics, rollout_correction
 from engine.protocol import Batch
 
 
 def rollout_probs_diff(rollout_log_probs: torch.Tensor, actor_log_probs: torch.Tensor,
                        response_mask: torch.Tensor) -> dict[str, float]:
-    """Mean, max and std of |exp(rollout) − exp(actor)| over the response tokens (mask = 1)."""
+    """|exp(rollout) - exp(actor)| (mean, max, std) and mean |rollout - actor| over the response tokens."""
     valid = response_mask.bool()
     if not valid.any():
         return {}
-    diff = (rollout_log_probs.float().exp() - actor_log_probs.float().exp()).abs()[valid]
+    rollout, actor = rollout_log_probs.float()[valid], actor_log_probs.float()[valid]
+    diff = (rollout.exp() - actor.exp()).abs()
     return {"training/rollout_probs_diff_mean": diff.mean().item(),
             "training/rollout_probs_diff_max": diff.max().item(),
-            "training/rollout_probs_diff_std": diff.std().item() if diff.numel() > 1 else 0.0}
+            "training/rollout_probs_diff_std": diff.std().item() if diff.numel() > 1 else 0.0,
+            "actor/rollout_log_probs_absdiff": (rollout - actor).abs().mean().item()}
 
 
 def rollout_mismatch_metrics(batch: Batch) -> dict[str, float]:
-    """The metric for a step's batch, once it holds both the rollout's and the actor's log-probs (after the
-    old-log-prob pass, or after an on-policy actor update which reports them); {} otherwise (HF rollout)."""
+    """The metrics for a step's batch once it holds both the rollout's and the actor's log-probs (after the
+    old-log-prob pass, or after an on-policy actor update which reports them); {} otherwise (HF generate)."""
     if "rollout_log_probs" not in batch.tensors or "old_log_probs" not in batch.tensors:
         return {}
-    return rollout_probs_diff(batch["rollout_log_probs"], batch["old_log_probs"], batch["response_mask"])
+    rollout, actor, mask = batch["rollout_log_probs"], batch["old_log_probs"], batch["response_mask"]
+    metrics = rollout_probs_diff(rollout, actor, mask)
+    if metrics:
+        m = mismatch_metrics(actor.double(), rollout.double(), mask.double())
+        metrics.update({f"rollout_corr/{k}": v for k, v in m.items()})
+    return metrics
+
+
+def correction_enabled(rc) -> bool:
+    return rc.rollout_is is not None or rc.rollout_rs is not None
+
+
+def apply_rollout_correction(batch: Batch, rc) -> dict[str, float]:
+    """Importance weights (`rollout_is_weights`, multiplied into the policy loss) and rejection (tokens leave
+    `response_mask`) from the old and rollout log-probs, in place; returns the `rollout_corr/*` metrics."""
+    if "rollout_log_probs" not in batch.tensors:
+        raise ValueError("algorithm.rollout_correction is on but the rollout returned no log-probs: use "
+                         "actor_rollout_ref.rollout.name=vllm or +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
+    weights, mask, metrics = rollout_correction(
+        batch["old_log_probs"].double(), batch["rollout_log_probs"].double(), batch["response_mask"],
+        rollout_is=rc.rollout_is, rollout_is_threshold=rc.rollout_is_threshold,
+        rollout_is_batch_normalize=rc.rollout_is_batch_normalize, rollout_rs=rc.rollout_rs,
+        rollout_rs_threshold=rc.rollout_rs_threshold)
+    batch.tensors["response_mask"] = mask
+    if weights is not None:
+        batch.tensors["rollout_is_weights"] = weights.to(batch["old_log_probs"].dtype)
+    return metrics

@@ -31,15 +31,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rollout_log_prob_absdiff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor, batch: Batch) -> dict:
-    """Mean |rollout log-prob − actor log-prob| over response tokens: does the rollout sample from the actor?"""
-    mask = batch["response_mask"].to(log_probs.device).bool()
-    if not mask.any():
-        return {}
-    diff = (rollout_log_probs.to(log_probs.device).float() - log_probs.float()).abs()[mask]
-    return {"actor/rollout_log_probs_absdiff": [float(diff.mean())]}
-
-
 def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
     """Token-weighted entropy parts; the driver sums them over workers into actor/entropy."""
     mask = batch["response_mask"].to(entropy.device).float()
@@ -225,9 +216,7 @@ class TrainWorker:
         max_tokens = rollout.log_prob_max_token_len_per_gpu if rollout.log_prob_use_dynamic_bsz else None
         log_probs, entropy = self.actor.compute_log_prob(self._local(batch), rollout.log_prob_micro_batch_size_per_gpu,
                                                          max_tokens)
-        metrics = entropy_sums(entropy, batch)
-        if "rollout_log_probs" in batch.tensors:
-            metrics.update(rollout_log_prob_absdiff(batch["rollout_log_probs"], log_probs, batch))
+        metrics = entropy_sums(entropy, batch)  # rollout vs actor mismatch: the driver's (trainer/rollout_mismatch)
         return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), metrics
 
     def compute_ref_log_prob(self, batch: Batch):
@@ -251,8 +240,6 @@ class TrainWorker:
             metrics, produced = self.actor.update_policy(self._local(batch))
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
-            if "rollout_log_probs" in batch.tensors:
-                metrics.update(rollout_log_prob_absdiff(batch["rollout_log_probs"], produced["old_log_probs"], batch))
         self._sync_rollout_weights(metrics)
         return produced.cpu(), metrics
 

@@ -231,3 +231,36 @@ def test_entropy_loss(mode):
     ours = agg_loss(entropy_from_logits(logits), d["mask"], mode)
     ref = core_algos.compute_entropy_loss(logits, d["mask"], mode)
     torch.testing.assert_close(ours, ref, atol=ATOL, rtol=0)
+
+
+# ---- rollout correction (verl's rollout_corr_helper) -------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize("is_level, is_threshold, normalize", [
+    (None, None, False), ("token", 2.0, False), ("token", 1.1, True), ("sequence", 2.0, False),
+    ("sequence", "0.5_1.5", True), ("token", "0.8_1.25", False)])
+@pytest.mark.parametrize("rs, rs_threshold", [
+    (None, None), ("token_k1", "0.8_1.25"), ("token_k2", 0.02), ("token_k3", 0.02), ("seq_sum_k1", 2.0),
+    ("seq_sum_k3", 0.1), ("seq_mean_k2", 0.01), ("seq_max_k3", 0.05), ("token_k1,seq_mean_k3", "1.5,0.02")])
+def test_rollout_correction(seed, is_level, is_threshold, normalize, rs, rs_threshold):
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
+
+    from engine.algos.rollout_correction import rollout_correction
+
+    d = _inputs(seed)
+    rollout = d["old"] + torch.randn(B, R, generator=d["g"], dtype=torch.float64) * 0.15
+    kw = {"rollout_is": is_level, "rollout_is_threshold": is_threshold, "rollout_is_batch_normalize": normalize,
+          "rollout_rs": rs, "rollout_rs_threshold": rs_threshold}
+    weights, mask, metrics = rollout_correction(d["old"], rollout, d["mask"], **kw)
+    ref_weights, ref_mask, ref_metrics = compute_rollout_correction_and_rejection_mask(d["old"], rollout, d["mask"],
+                                                                                      **kw)
+    torch.testing.assert_close(mask, ref_mask, atol=0, rtol=0)
+    if is_level is None:
+        assert weights is None and ref_weights is None
+    else:
+        torch.testing.assert_close(weights, ref_weights.batch["rollout_is_weights"], atol=ATOL, rtol=0)
+    assert metrics, "rollout correction reports its metrics"
+    for key, value in metrics.items():  # every metric the engine reports is verl's, with verl's value
+        assert key in ref_metrics, key
+        assert value == pytest.approx(ref_metrics[key], abs=1e-5, rel=1e-6), key
