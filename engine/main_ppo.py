@@ -102,7 +102,9 @@ def prepare(cfg: PPOConfig):
         from engine.reward.custom import load_custom_reward_fn
 
         compute_score = load_custom_reward_fn(crf.path, crf.name, crf.reward_kwargs)
-    reward_fn = RewardManager(tokenizer, compute_score, data.reward_fn_key)
+    # without a custom function, reward_kwargs go to the built-in scorer (e.g. GSM8K's {lenient: true, method: ...})
+    reward_fn = RewardManager(tokenizer, compute_score, data.reward_fn_key,
+                              reward_kwargs=None if crf.path else crf.reward_kwargs)
     trial_score(reward_fn, train_ds)
     if cfg.reward_model.enable:
         from engine.reward.reward_model import RewardModelScorer
