@@ -110,7 +110,10 @@ def prepare(cfg: PPOConfig):
         from engine.reward.reward_model import RewardModelScorer
 
         rm_path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
-        reward_fn = ModelReward(reward_fn, RewardModelScorer(rm_path))
+        rm = cfg.reward_model
+        reward_fn = ModelReward(reward_fn, RewardModelScorer(
+            rm_path, micro_batch_size=rm.micro_batch_size_per_gpu or rm.micro_batch_size or 8,
+            max_length=rm.max_length))
     return tokenizer, loader, val_ds, reward_fn, total_steps
 
 
@@ -174,7 +177,8 @@ def start_ray(cfg: PPOConfig) -> bool:
         return False
     # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
     # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
-    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, include_dashboard=False, **kwargs)
+    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
+             include_dashboard=False, **kwargs)
     return True
 
 

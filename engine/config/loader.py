@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from engine.config.errors import ConfigError
 from engine.config.overrides import Override, parse_overrides
 from engine.config.schema import Extensible, PPOConfig
+from engine.config.verl_layout import canonical_key, canonical_tree, unsupported_reason
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -53,9 +54,9 @@ def all_keys(model: type[BaseModel] = PPOConfig, prefix: str = "") -> list[str]:
 
 
 def _lookup(key: str) -> tuple[str, Any]:
-    """Classify a dotted key: ('leaf'|'section'|'dict'|'extensible'|'unknown', detail)."""
+    """Classify a dotted key (either layout): ('leaf'|'section'|'dict'|'extensible'|'unknown', detail)."""
     model: type[BaseModel] = PPOConfig
-    parts = key.split(".")
+    parts = canonical_key(key).split(".")
     for i, part in enumerate(parts):
         field = model.model_fields.get(part)
         if field is None:
@@ -119,6 +120,13 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
 def check_keys(overrides: list[Override]) -> None:
     for o in overrides:
         kind, _ = _lookup(o.key)
+        reason = unsupported_reason(o.key) if kind in ("unknown", "extensible") else None
+        if reason:
+            close = difflib.get_close_matches(canonical_key(o.key), all_keys(), n=3, cutoff=0.85)
+            if close:  # most likely a typo of a key we have
+                raise ConfigError(f"Unknown config key '{o.key}'. Did you mean: {', '.join(close)}? (A verl key of "
+                                  f"that name would be refused: {reason}.)")
+            raise ConfigError(f"'{o.key}' is a verl key that rlstudio does not support: {reason}.")
         if kind == "unknown" or (kind == "extensible" and not o.add):
             hint = suggest(o.key)
             msg = f"Unknown config key '{o.key}'."
@@ -178,19 +186,36 @@ def load_named_config(name: str, config_path: str | None = None) -> dict:
     return tree
 
 
+def canonical_overrides(parsed: list[Override]) -> list[Override]:
+    """Overrides with every key in its canonical spelling (verl 0.9's layout is a second spelling); two
+    spellings of one key with different values are an error."""
+    canonical_tree({o.key: o.value for o in parsed}, " in the overrides")
+    return [Override(canonical_key(o.key), o.value, o.add) for o in parsed]
+
+
+def canonical_nested(tree: dict, source: str) -> dict:
+    """A config tree (file or API payload) in the canonical layout."""
+    out: dict = {}
+    for key, value in canonical_tree(flatten(tree), source).items():
+        set_dotted(out, key, value)
+    return out
+
+
 def build_config(overrides: list[str] | None = None, config_name: str | None = None,
                  config_path: str | None = None, base: dict | None = None) -> PPOConfig:
-    """Defaults <- named config <- base dict <- overrides, validated and resolved."""
+    """Defaults <- named config <- base dict <- overrides, validated and resolved. Every source may use the
+    seed-era layout or verl 0.9's; the result is in the canonical (seed-era) one."""
     tree: dict = {}
     if config_name:
         file_tree = load_named_config(config_name, config_path)
         check_keys([Override(k, v, add=False) for k, v in flatten(file_tree).items()])
-        tree = merge_trees(tree, file_tree)
+        tree = merge_trees(tree, canonical_nested(file_tree, f" in config '{config_name}'"))
     if base:
-        tree = merge_trees(tree, base)
+        check_keys([Override(k, v, add=True) for k, v in flatten(base).items()])
+        tree = merge_trees(tree, canonical_nested(base, ""))
     parsed = parse_overrides(overrides or [])
     check_keys(parsed)
-    for o in parsed:
+    for o in canonical_overrides(parsed):
         set_dotted(tree, o.key, o.value)
     return validate_tree(tree)
 

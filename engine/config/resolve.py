@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine.config.errors import ConfigError
+from engine.config.registry import refuse_unsupported
 from engine.config.schema import PPOConfig
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
 
@@ -33,25 +34,6 @@ def world_size(cfg: PPOConfig) -> int:
     return cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
 
 
-def _refuse_unsupported(cfg: PPOConfig) -> None:
-    """verl keys that rlstudio parses but does not implement: refuse a non-default value rather than train
-    something other than what was asked for."""
-    arr = cfg.actor_rollout_ref
-    for key, value in (("actor_rollout_ref.model.lora_rank", arr.model.lora_rank),
-                       ("critic.model.lora_rank", cfg.critic.model.lora_rank)):
-        if value:
-            raise ConfigError(f"{key}={value}: LoRA is not supported yet; remove the key (or set it to 0) to "
-                              "train all weights.")
-    for key, value in (("actor_rollout_ref.actor.ulysses_sequence_parallel_size",
-                        arr.actor.ulysses_sequence_parallel_size),
-                       ("actor_rollout_ref.ref.ulysses_sequence_parallel_size", arr.ref.ulysses_sequence_parallel_size),
-                       ("critic.ulysses_sequence_parallel_size", cfg.critic.ulysses_sequence_parallel_size),
-                       ("reward_model.ulysses_sequence_parallel_size", cfg.reward_model.ulysses_sequence_parallel_size)):
-        if value != 1:
-            raise ConfigError(f"{key}={value}: Ulysses sequence parallelism is not supported yet; set it to 1 "
-                              "(sequences are sharded by FSDP2 data parallelism only).")
-
-
 def _check_rollout_correction(cfg: PPOConfig) -> None:
     """Thresholds parse, and the rollout returns the log-probs the correction divides by."""
     from engine.algos.rollout_correction import parse_is_threshold, parse_rs
@@ -75,7 +57,9 @@ def _check_rollout_correction(cfg: PPOConfig) -> None:
 
 
 def resolve(cfg: PPOConfig) -> PPOConfig:
-    _refuse_unsupported(cfg)
+    from engine.config.loader import all_keys
+
+    refuse_unsupported(cfg, all_keys())  # every key works or is refused (engine/config/registry.py)
     cfg = cfg.model_copy(deep=True)
     data, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     actor, rollout, ref, critic = arr.actor, arr.rollout, arr.ref, cfg.critic
@@ -87,6 +71,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         rollout.name = "hf"
     rollout.prompt_length = rollout.prompt_length or data.max_prompt_length
     rollout.response_length = rollout.response_length or data.max_response_length
+    if data.val_max_samples is not None and data.val_max_samples <= 0:  # verl's -1: all
+        data.val_max_samples = None
     if tr.default_local_dir is None:
         tr.default_local_dir = f"checkpoints/{tr.project_name}/{tr.experiment_name}"
 

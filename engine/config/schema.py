@@ -63,7 +63,8 @@ class DataConfig(Section):
     use_shm: bool = False
     image_key: str = "images"
     custom_cls: CustomClass = Field(default_factory=CustomClass)
-    val_max_samples: Optional[int] = Field(None, ge=1, description="Use only the first N validation prompts.")
+    val_max_samples: Optional[int] = Field(None, ge=-1, description="Use only the first N validation prompts "
+                                                                       "(None or -1: all).")
 
 
 # ------------------------------------------------------------------------------------- model / fsdp
@@ -86,7 +87,7 @@ class FSDPConfig(Section):
     mixed_precision: Optional[dict[str, Any]] = None
 
 
-class ModelConfig(Extensible):
+class ModelConfig(Section):
     path: str = Field("~/models/Qwen2.5-0.5B-Instruct", description="HF model directory (or hub id when online).",
                       json_schema_extra=ESSENTIAL)
     custom_chat_template: Optional[str] = None
@@ -104,8 +105,8 @@ class ModelConfig(Extensible):
 
 
 class CheckpointConfig(Section):
-    contents: list[str] = Field(default_factory=lambda: ["model", "optimizer", "extra"])
-    save_contents: Optional[list[str]] = None
+    contents: list[str] = Field(default_factory=lambda: ["model", "optimizer", "extra"],
+                                description="verl 0.9: save_contents.")
     load_contents: Optional[list[str]] = None
 
 
@@ -121,7 +122,6 @@ class OptimConfig(Section):
     total_training_steps: int = -1
     weight_decay: float = 0.01
     betas: list[float] = Field(default_factory=lambda: [0.9, 0.999])
-    clip_grad: Optional[float] = None
 
 
 class PolicyLossConfig(Section):
@@ -186,12 +186,12 @@ class ValKwargs(Section):
     do_sample: bool = False
 
 
-class EngineKwargs(Extensible):
-    vllm: dict[str, Any] = Field(default_factory=dict)
-    sglang: dict[str, Any] = Field(default_factory=dict)
+class EngineKwargs(Section):
+    vllm: dict[str, Any] = Field(default_factory=dict, description="Passed to vllm.LLM(...) as keyword arguments.")
+    hf: dict[str, Any] = Field(default_factory=dict, description="hf rollout: decode=auto|static|generate.")
 
 
-class RolloutConfig(Extensible):
+class RolloutConfig(Section):
     name: Literal["hf", "naive", "vllm"] = Field(
         "hf", description="Generation backend: hf (transformers generate; 'naive' is an alias) or vllm.",
         json_schema_extra=ESSENTIAL)
@@ -220,7 +220,7 @@ class RolloutConfig(Extensible):
     log_prob_max_token_len_per_gpu: int = 16384
     disable_log_stats: bool = True
     enable_chunked_prefill: bool = True
-    calculate_log_probs: bool = False
+    calculate_log_probs: bool = Field(True, description="Rollouts return their log-probs (rollout_log_probs).")
     engine_kwargs: EngineKwargs = Field(default_factory=EngineKwargs)
     val_kwargs: ValKwargs = Field(default_factory=ValKwargs)
     min_new_tokens: int = Field(0, ge=0, description="Force at least this many response tokens (benchmarks).")
@@ -235,7 +235,7 @@ class ActorRolloutRefConfig(Section):
 
 
 # -------------------------------------------------------------------------------------------- critic
-class CriticModelConfig(Extensible):
+class CriticModelConfig(Section):
     path: Optional[str] = Field(None, description="Critic backbone; default: the actor's model path.")
     tokenizer_path: Optional[str] = None
     override_config: dict[str, Any] = Field(default_factory=dict)
@@ -280,7 +280,7 @@ class CriticConfig(Section):
 
 
 # -------------------------------------------------------------------------------------------- reward
-class RewardModelInner(Extensible):
+class RewardModelInner(Section):
     input_tokenizer: Optional[str] = None
     path: Optional[str] = None
     external_lib: Optional[str] = None
@@ -395,6 +395,7 @@ class TrainerConfig(Extensible):
 
 class RayInitConfig(Section):
     num_cpus: Optional[int] = None
+    num_gpus: Optional[int] = Field(None, description="GPUs of the local Ray this run starts; default: all.")
     address: Optional[str] = Field(None, description="Existing cluster; default: RAY_ADDRESS or a local Ray.")
     timeline_json_file: Optional[str] = None
 

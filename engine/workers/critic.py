@@ -37,7 +37,10 @@ class Critic:
             metrics.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else float(value))
 
         self.module.train()
+        generator = torch.Generator().manual_seed(int(batch.info.get("global_step", 0)))
         for _ in range(cfg.ppo_epochs):
+            if cfg.shuffle:  # which rows share a mini-batch (verl: critic.shuffle, default: the actor's)
+                data = data.index(torch.randperm(len(data), generator=generator))
             for mini in data.split(self.mini_batch):
                 self.optimizer.zero_grad(set_to_none=True)
                 max_tokens = cfg.ppo_max_token_len_per_gpu if cfg.use_dynamic_bsz else None

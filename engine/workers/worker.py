@@ -139,8 +139,10 @@ class TrainWorker:
         # all-gather per layer and micro-batch (the backward still reshards, so updated weights are re-gathered).
         return shard_model(model, self.mesh, param_dtype=compute_dtype,
                            reshard_after_forward=fsdp_cfg.reshard_after_forward and self.world > 1,
-                           # FSDP2 offloads parameters, gradients and optimizer state together
-                           cpu_offload=(fsdp_cfg.param_offload or fsdp_cfg.optimizer_offload)
+                           # FSDP2 offloads parameters, gradients and optimizer state together (the config
+                           # refuses param_offload without optimizer_offload on a trained role)
+                           cpu_offload=(fsdp_cfg.offload_policy or fsdp_cfg.param_offload
+                                        or fsdp_cfg.optimizer_offload)
                            and self.device_type == "cuda")
 
     def _build_actor(self) -> Actor:
