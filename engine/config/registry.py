@@ -106,6 +106,8 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.rollout.disable_log_stats": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.enable_chunked_prefill": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.engine_kwargs.vllm": "engine/workers/rollout_vllm.py",
+    "actor_rollout_ref.rollout.engine_kwargs.hf": "engine/workers/rollout_hf.py",
+    "algorithm.rollout_correction.rollout_*": "engine/trainer/rollout_mismatch.py",
     "actor_rollout_ref.rollout.val_kwargs.n": "engine/trainer/ppo_trainer.py",
     "actor_rollout_ref.rollout.val_kwargs.*": "engine/workers/rollout_hf.py",
     "critic.enable": "engine/main_ppo.py",
@@ -242,6 +244,8 @@ REFUSED: dict[str, Refusal] = {
     "actor_rollout_ref.rollout.layered_summon": Refusal((False,), "weights are gathered one parameter at a time"),
     "actor_rollout_ref.rollout.calculate_log_probs": Refusal((True,), "the vllm and static-cache rollouts always "
                                                                       "return their log-probs; no switch to skip them"),
+    "algorithm.rollout_correction.bypass_mode": Refusal((False,), "verl's bypass mode is not implemented"),
+    "algorithm.rollout_correction.loss_type": Refusal(("ppo_clip",), "only the clipped PPO loss is implemented"),
     "algorithm.use_pf_ppo": Refusal((False,), "PF-PPO (reward-weighted resampling) is not implemented"),
     "trainer.default_hdfs_dir": Refusal((None,), "HDFS upload is not supported: put trainer.default_local_dir on a "
                                                  "shared filesystem"),
