@@ -287,10 +287,6 @@ def refuse_unsupported(cfg, keys: list[str]) -> None:
 
 
 def _refuse_combinations(cfg) -> None:
-    crf = cfg.custom_reward_function
-    if crf.reward_kwargs and not crf.path:
-        raise ConfigError("custom_reward_function.reward_kwargs is set but custom_reward_function.path is not: the "
-                          "keyword arguments go to your reward function; set its path, or remove reward_kwargs.")
     for role, fsdp in (("actor_rollout_ref.actor", cfg.actor_rollout_ref.actor.fsdp_config),
                        ("critic.model", cfg.critic.model.fsdp_config)):
         if fsdp.param_offload != fsdp.optimizer_offload:

@@ -92,7 +92,6 @@ def test_the_default_of_every_refused_key_is_accepted():
     ("actor_rollout_ref.actor.fsdp_config.fsdp_size=2", "HSDP"),
     ("actor_rollout_ref.model.use_liger=True", "Liger"),
     ("actor_rollout_ref.model.use_fused_kernels=True", "fused"),
-    ("custom_reward_function.reward_kwargs={a:1}", "custom_reward_function.path"),
     ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "optimizer_offload"),
     ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "FSDP2 only"),
     ("actor_rollout_ref.actor.profiler.enable=True", "profile_steps"),
