@@ -103,8 +103,11 @@ def prepare(cfg: PPOConfig):
 
         compute_score = load_custom_reward_fn(crf.path, crf.name, crf.reward_kwargs)
     # without a custom function, reward_kwargs go to the built-in scorer (e.g. GSM8K's {lenient: true, method: ...})
+    rm_kwargs = cfg.reward_model.reward_kwargs
     reward_fn = RewardManager(tokenizer, compute_score, data.reward_fn_key,
-                              reward_kwargs=None if crf.path else crf.reward_kwargs)
+                              reward_kwargs=None if crf.path else crf.reward_kwargs,
+                              overlong_buffer=rm_kwargs.overlong_buffer_cfg if cfg.reward_model.reward_manager == "dapo"
+                              else None, max_resp_len=rm_kwargs.max_resp_len)
     trial_score(reward_fn, train_ds)
     if cfg.reward_model.enable:
         from engine.reward.reward_model import RewardModelScorer

@@ -36,7 +36,7 @@ def world_size(cfg: PPOConfig) -> int:
 
 def _check_rollout_correction(cfg: PPOConfig) -> None:
     """Thresholds parse, and the rollout returns the log-probs the correction divides by."""
-    from engine.algos.rollout_correction import parse_is_threshold, parse_rs
+    from engine.config.rollout_correction import parse_is_threshold, parse_rs
 
     rc, rollout = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.rollout
     prefix = "algorithm.rollout_correction"
@@ -54,6 +54,26 @@ def _check_rollout_correction(cfg: PPOConfig) -> None:
         raise ConfigError(f"{prefix}.rollout_is/rollout_rs need the rollout's log-probs, which transformers' generate "
                           "does not return: use actor_rollout_ref.rollout.name=vllm or "
                           "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
+
+
+def _check_dapo(cfg: PPOConfig) -> None:
+    """Dynamic sampling and overlong shaping: the keys that go together are set together."""
+    fg, rm = cfg.algorithm.filter_groups, cfg.reward_model
+    if fg.enable and fg.metric is None:
+        raise ConfigError("algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (acc, score, "
+                          "seq_reward or seq_final_reward)")
+    if fg.enable and fg.metric == "seq_final_reward" and cfg.algorithm.use_kl_in_reward:
+        raise ConfigError("algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=True is not "
+                          "supported (the KL penalty comes after filtering): use seq_reward")
+    ob = rm.reward_kwargs.overlong_buffer_cfg
+    if ob.enable:
+        if rm.reward_manager != "dapo":
+            raise ConfigError("reward_model.reward_kwargs.overlong_buffer_cfg.enable=True needs "
+                              "reward_model.reward_manager=dapo (as in verl)")
+        rm.reward_kwargs.max_resp_len = rm.reward_kwargs.max_resp_len or cfg.data.max_response_length
+        if not 0 < ob.len <= rm.reward_kwargs.max_resp_len:
+            raise ConfigError(f"reward_model.reward_kwargs.overlong_buffer_cfg.len={ob.len} must be > 0 and at most "
+                              f"reward_model.reward_kwargs.max_resp_len={rm.reward_kwargs.max_resp_len}")
 
 
 def resolve(cfg: PPOConfig) -> PPOConfig:
@@ -90,6 +110,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         alg.use_kl_in_reward = alg.adv_estimator == "gae" and not actor.use_kl_loss
 
     _check_rollout_correction(cfg)
+    _check_dapo(cfg)
 
     if critic.enable is None:
         critic.enable = alg.adv_estimator == "gae"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
 
@@ -289,6 +289,19 @@ class RewardModelInner(Section):
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
 
 
+class OverlongBufferConfig(Section):
+    enable: bool = Field(False, description="DAPO's overlong reward shaping (needs reward_manager=dapo).")
+    len: int = Field(0, ge=0, description="Tokens before max_resp_len where the penalty grows linearly.")
+    penalty_factor: float = Field(1.0, ge=0, description="Penalty at max_resp_len.")
+    log: bool = Field(False, description="Log reward_extra/overlong_reward and reward_extra/overlong.")
+
+
+class RewardManagerKwargs(Section):
+    """verl's reward-manager kwargs (`+reward_model.reward_kwargs.*` in verl's DAPO scripts)."""
+    overlong_buffer_cfg: OverlongBufferConfig = Field(default_factory=OverlongBufferConfig)
+    max_resp_len: Optional[int] = Field(None, ge=1, description="Default: data.max_response_length.")
+
+
 class RewardModelConfig(Section):
     enable: bool = False
     strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
@@ -299,7 +312,9 @@ class RewardModelConfig(Section):
     ulysses_sequence_parallel_size: int = 1
     use_dynamic_bsz: bool = False
     forward_max_token_len_per_gpu: int = 32768
-    reward_manager: Literal["naive"] = "naive"
+    reward_manager: Literal["naive", "dapo"] = Field(
+        "naive", description="dapo: the rule/custom score plus DAPO's overlong penalty (reward_kwargs.overlong_buffer_cfg)")
+    reward_kwargs: RewardManagerKwargs = Field(default_factory=RewardManagerKwargs)
     launch_reward_fn_async: bool = False
 
 
@@ -332,9 +347,26 @@ class RolloutCorrectionConfig(Section):
                           "seq_max_k2/k3; tokens or sequences past rollout_rs_threshold leave the loss.")
     rollout_rs_threshold: Optional[Union[float, str]] = Field(
         None, description="One per rollout_rs option (or one for all); k1 takes 'lower_upper' ratio bounds.")
+
+    @field_validator("rollout_rs", "rollout_rs_threshold", mode="before")
+    @classmethod
+    def _comma_list(cls, value):
+        # `rollout_rs=token_k1,seq_mean_k3` on a command line parses as a list (Hydra); verl's form is the string
+        return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
+
     bypass_mode: Literal[False] = Field(False, description="verl's bypass mode (rollout log-probs as the old "
                                                            "log-probs) is not supported.")
     loss_type: Literal["ppo_clip"] = "ppo_clip"
+
+
+class FilterGroupsConfig(Section):
+    """DAPO's dynamic sampling: drop groups whose samples all score the same, generate more until full."""
+    enable: bool = False
+    metric: Optional[Literal["acc", "score", "seq_reward", "seq_final_reward"]] = Field(
+        None, description="What must differ within a group: acc/score (the reward function's, before overlong "
+                          "shaping), seq_reward (the sequence's score), seq_final_reward (after the KL penalty).")
+    max_num_gen_batches: int = Field(0, description="Give up after this many generation batches per step; <= 0: "
+                                                    "no limit.")
 
 
 class AlgorithmConfig(Section):
@@ -353,6 +385,7 @@ class AlgorithmConfig(Section):
     kl_ctrl: KLControlConfig = Field(default_factory=KLControlConfig)
     use_pf_ppo: bool = False
     rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
+    filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
 
 
 # ------------------------------------------------------------------------------------------- trainer

@@ -22,6 +22,20 @@ class RewardResult:
     extra: dict[str, list] = field(default_factory=dict)  # extra columns from dict-returning functions
     response_texts: list[str] = field(default_factory=list)
 
+    def select(self, rows: list[int]) -> RewardResult:
+        return RewardResult(self.token_level_scores[rows], [self.scores[i] for i in rows],
+                            {k: [v[i] for i in rows] for k, v in self.extra.items()},
+                            [self.response_texts[i] for i in rows] if self.response_texts else [])
+
+    @staticmethod
+    def concat(parts: list[RewardResult]) -> RewardResult:
+        keys: list[str] = []
+        for p in parts:
+            keys.extend(k for k in p.extra if k not in keys)
+        return RewardResult(torch.cat([p.token_level_scores for p in parts]), [s for p in parts for s in p.scores],
+                            {k: [x for p in parts for x in p.extra.get(k, [None] * len(p.scores))] for k in keys},
+                            [t for p in parts for t in p.response_texts])
+
 
 def _fn_name(fn: Callable) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
@@ -35,11 +49,18 @@ class RewardManager:
     """
 
     def __init__(self, tokenizer, compute_score: Callable | None = None, reward_fn_key: str = "data_source",
-                 reward_kwargs: dict | None = None):
+                 reward_kwargs: dict | None = None, overlong_buffer=None, max_resp_len: int | None = None):
+        """`overlong_buffer` (verl's `dapo` manager: enable, len, penalty_factor, log) adds DAPO's length penalty
+        near `max_resp_len`; the score before it is kept as the `acc` column, as verl does."""
         self.tokenizer = tokenizer
         self.compute_score = compute_score or default_compute_score
         self.reward_fn_key = reward_fn_key
         self.reward_kwargs = dict(reward_kwargs or {})
+        self.overlong = overlong_buffer if overlong_buffer is not None and overlong_buffer.enable else None
+        self.max_resp_len = max_resp_len
+        if self.overlong is not None and (max_resp_len is None or not 0 < self.overlong.len <= max_resp_len):
+            raise ValueError(f"overlong_buffer_cfg.len={self.overlong.len} must be > 0 and at most max_resp_len="
+                             f"{max_resp_len}")
 
     @staticmethod
     def _valid_lengths(batch: Batch) -> torch.Tensor:
@@ -92,6 +113,19 @@ class RewardManager:
         for row in rows_extra:  # first-seen order; rows lacking a key get None
             keys.extend(k for k in row if k not in keys)
         extra = {k: [row.get(k) for row in rows_extra] for k in keys}
+
+        if self.overlong is not None:
+            from engine.reward.overlong import overlong_penalty
+
+            cfg = self.overlong
+            if "acc" not in extra:
+                extra["acc"] = list(scores)
+            penalties = [overlong_penalty(int(length), self.max_resp_len, cfg.len, cfg.penalty_factor)
+                         for length in lengths]
+            scores = [s + p for s, p in zip(scores, penalties)]
+            if cfg.log:
+                extra["overlong_reward"] = penalties
+                extra["overlong"] = [float(p < 0) for p in penalties]  # mean: the share cut back
 
         token_level_scores = torch.zeros((n, width), dtype=torch.float32)
         for i, (length, s) in enumerate(zip(lengths, scores)):

@@ -21,10 +21,11 @@ from engine.algos.advantages import compute_advantage
 from engine.algos.kl import apply_kl_penalty, make_kl_controller
 from engine.config.resolve import world_size
 from engine.protocol import Batch
+from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
-from engine.trainer.balance import balance
-from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled, rollout_mismatch_metrics
+from engine.trainer.balance import balanced_order
 from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
+from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled, rollout_mismatch_metrics
 from engine.trainer.samples import build_samples, group_advantage_stats
 
 
@@ -68,7 +69,6 @@ class PPOTrainer:
     # ---- one training step ---------------------------------------------------------------------------
     def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
         cfg, alg = self.cfg, self.cfg.algorithm
-        n = cfg.actor_rollout_ref.rollout.n
         timings: dict[str, float] = {}
         metrics: dict[str, float] = {}
         worker_metrics: dict[str, list[float]] = defaultdict(list)
@@ -78,24 +78,12 @@ class PPOTrainer:
                 worker_metrics[k].extend(v)
 
         with timed("step", timings):
-            # one uid per prompt; its n samples share it (GRPO groups)
-            prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
-            prompts = prompts.repeat_interleave(n)
-            prompts.info["global_step"] = self.global_step
-
-            with timed("gen", timings):
-                batch, m = self.wg.dp_call("generate_sequences", prompts)
-            if alg.adv_estimator == "remax":
-                with timed("gen_max", timings):
-                    baseline, _ = self.wg.dp_call("generate_sequences", prompts, validate=True)
-                    batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
-            batch.info["global_step"] = self.global_step
-            if cfg.trainer.balance_batch:
-                batch = balance(batch, self.world)
-
-            with timed("reward", timings):
-                reward = self.reward_fn(batch)
-                batch.tensors["token_level_scores"] = reward.token_level_scores
+            batch, reward = self._generate_and_score(prompts, timings)
+            if alg.filter_groups.enable:
+                batch, reward = self._keep_groups_with_signal(batch, reward, timings, metrics)
+            if cfg.trainer.balance_batch and self.world > 1:  # equal token loads per worker
+                order = balanced_order(batch["attention_mask"].sum(-1).tolist(), self.world)
+                batch, reward = batch.index(order), reward.select(order)
 
             if not self.on_policy_update:
                 with timed("old_log_prob", timings):
@@ -160,6 +148,51 @@ class PPOTrainer:
                 metrics[f"reward_extra/{k}/mean"] = sum(nums) / len(nums)
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
         return metrics, samples
+
+    def _generate_and_score(self, prompts: Batch, timings: dict[str, float]):
+        """n samples per prompt (one uid per prompt: GRPO groups) and their rewards."""
+        n, alg = self.cfg.actor_rollout_ref.rollout.n, self.cfg.algorithm
+        prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
+        prompts = prompts.repeat_interleave(n)
+        prompts.info["global_step"] = self.global_step
+        with timed("gen", timings):
+            batch, _ = self.wg.dp_call("generate_sequences", prompts)
+        if alg.adv_estimator == "remax":
+            with timed("gen_max", timings):
+                baseline, _ = self.wg.dp_call("generate_sequences", prompts, validate=True)
+                batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
+        batch.info["global_step"] = self.global_step
+        with timed("reward", timings):
+            reward = self.reward_fn(batch)
+            batch.tensors["token_level_scores"] = reward.token_level_scores
+        return batch, reward
+
+    def _keep_groups_with_signal(self, batch: Batch, reward, timings: dict[str, float], metrics: dict[str, float]):
+        """DAPO dynamic sampling (algorithm.filter_groups): keep the groups whose metric differs between samples;
+        generate from further prompts until train_batch_size groups are kept, then cut to exactly that many."""
+        from engine.algos.dynamic_sampling import rows_with_signal
+
+        fg, want = self.cfg.algorithm.filter_groups, self.cfg.data.train_batch_size
+        kept_batches, kept_rewards, kept_groups, seen_groups, num_gen = [], [], 0, 0, 0
+        while True:
+            num_gen += 1
+            rows, kept, seen = rows_with_signal(_filter_metric(batch, reward, fg.metric), batch["uid"])
+            kept_batches.append(batch.index(torch.tensor(rows, dtype=torch.long)))  # long even when empty
+            kept_rewards.append(reward.select(rows))
+            kept_groups, seen_groups = kept_groups + kept, seen_groups + seen
+            if kept_groups >= want:
+                break
+            if 0 < fg.max_num_gen_batches <= num_gen:
+                raise RuntimeError(
+                    f"algorithm.filter_groups: {num_gen} generation batches gave {kept_groups} of {want} groups whose "
+                    f"samples score differently (max_num_gen_batches={fg.max_num_gen_batches}); the data may be too "
+                    "easy or too hard for the model: raise max_num_gen_batches (<= 0: no limit) or change the data")
+            batch, reward = self._generate_and_score(next(self.train_loader), timings)
+        rows = list(range(want * self.cfg.actor_rollout_ref.rollout.n))
+        batch, reward = Batch.concat(kept_batches).index(rows), RewardResult.concat(kept_rewards).select(rows)
+        metrics["train/num_gen_batches"] = num_gen
+        metrics["train/kept_group_fraction"] = kept_groups / seen_groups
+        return batch, reward
 
     # ---- validation ----------------------------------------------------------------------------------
     def validate(self) -> tuple[dict[str, float], list[dict]]:
@@ -237,6 +270,16 @@ class PPOTrainer:
 
         if tr.export_hf_model:
             self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))
+
+
+def _filter_metric(batch: Batch, reward, name: str) -> torch.Tensor:
+    """Per-row value that must differ within a group (verl's filter_groups.metric)."""
+    if name in ("seq_reward", "seq_final_reward"):  # final = after the KL penalty, which is refused with filtering
+        return batch["token_level_scores"].sum(-1)
+    column = reward.extra.get(name)
+    if column is not None and all(isinstance(x, (int, float)) for x in column):
+        return torch.tensor([float(x) for x in column])
+    return torch.tensor(reward.scores if name == "score" or column is None else [float(x) for x in column])
 
 
 def dump_generations(directory: str | None, step: int, samples: list[dict]) -> None:
