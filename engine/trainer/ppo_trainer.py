@@ -24,6 +24,7 @@ from engine.protocol import Batch
 from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
 from engine.trainer.balance import balanced_order
+from engine.trainer.hold import hold_after
 from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled, rollout_mismatch_metrics
 from engine.trainer.samples import build_samples, group_advantage_stats
@@ -267,6 +268,7 @@ class PPOTrainer:
                              [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)
             self.logger.log_samples(self.global_step, samples)
+            hold_after(self.global_step)
 
         if tr.export_hf_model:
             self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))

@@ -126,3 +126,32 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
     server.start()
     lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"}, timeout=180)
     assert lost["status"] == "lost" and "shut down and stopped its local Ray head" in lost["error"], lost
+
+
+def test_spool_of_a_job_that_ended_while_the_server_was_down_is_replayed(server_factory, ray_head, tmp_path):
+    """The server is killed; the job finishes without it and its logger gives up waiting, leaving a spool
+    file. The next server sees the job ended and sends the spool in: every step and sample arrives."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "step-1").touch()
+    server = server_factory(env=dispatch_env(ray_head, RLSTUDIO_HOLD_DIR=str(hold))).start()
+    server.wait_dispatch_ready()
+    run = launch(server.url, "trainer.total_training_steps=3", "+trainer.tiny_close_timeout=1")
+    wait_for(lambda: (hold / "held-1").exists(), 120, 0.2, "the job to hold after step 1")
+    run_dir = Path(server.data_dir) / "runs" / str(run["id"])
+    trainer_pid = int((run_dir / "checkpoints" / "pids.txt").read_text().split()[0])
+    server.kill9()
+    (hold / "step-1").unlink()
+    wait_for(lambda: not alive(trainer_pid), 120, 0.2, "the job to end with no server")
+    spool = run_dir / "spool" / f"run-{run['id']}.jsonl"
+    assert spool.exists() and spool.read_text().count("\n") >= 3  # steps 2, 3 and the final status
+
+    server.start()
+    server.wait_dispatch_ready()
+    done = wait_status(server.url, run["id"], {"succeeded", "failed", "lost", "cancelled"})
+    assert done["status"] == "succeeded", done
+    series = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/metrics", params={"key": "critic/score/mean"},
+                       timeout=10).json()
+    assert series["data"][0]["steps"] == [1, 2, 3]
+    assert httpx.get(f"{server.url}/api/v1/runs/{run['id']}/samples", timeout=10).json()["count"] == 12
+    assert not spool.exists()

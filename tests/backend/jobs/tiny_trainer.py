@@ -10,6 +10,7 @@ import time
 
 from engine.config import build_config
 from engine.loggers.dashboard import DashboardLogger
+from engine.trainer.hold import hold_after
 
 
 def main(argv: list[str]) -> None:
@@ -26,6 +27,8 @@ def main(argv: list[str]) -> None:
     with open(os.path.join(pid_dir, "pids.txt"), "w") as f:
         f.write(f"{os.getpid()} {child.pid}\n")
     logger = DashboardLogger.from_config(cfg)
+    if "tiny_close_timeout" in extra:  # how long close() waits for an unreachable server before spooling
+        logger.close_timeout = float(extra["tiny_close_timeout"])
     logger.log_status("running", total_steps=steps)
     for step in range(1, steps + 1):
         print(f"step {step}/{steps} score={step / steps:.3f}", flush=True)
@@ -35,6 +38,7 @@ def main(argv: list[str]) -> None:
                                    "prompt": f"{i}+{step}=", "response": str(i + step), "score": 1.0,
                                    "reward": 1.0, "ground_truth": str(i + step), "data_source": "arith",
                                    "tokens": ["1", "2"], "old_log_probs": [-0.1, -0.2]} for i in range(4)])
+        hold_after(step)
         time.sleep(step_seconds)
     if extra.get("tiny_fail"):
         logger.close()
