@@ -9,7 +9,7 @@ from typing import Any
 
 
 from engine.config import ConfigError, build_config, flatten, merge_trees, parse_overrides, set_dotted
-from engine.config.loader import CONFIG_DIR, check_keys, load_named_config
+from engine.config.loader import CONFIG_DIR, canonical_nested, check_keys, load_named_config
 from engine.config.overrides import Override
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -61,6 +61,7 @@ def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -
         tree = dict(config)
         for o in parsed:
             set_dotted(tree, o.key, o.value)
+        tree = canonical_nested(tree, "")  # verl 0.9's layout is stored in the canonical one
         resolved = build_config(overrides=overrides, config_name=preset, base=config)
     except ConfigError as exc:
         message = str(exc)

@@ -8,8 +8,12 @@ from engine.config.schema import PPOConfig
 
 def json_schema() -> dict:
     """The JSON Schema of a run config (the backend validates with it, the UI renders its form from it)."""
+    from engine.config.verl_layout import ALIASES
+
     schema = PPOConfig.model_json_schema()
     schema["title"] = "rlstudio run config"
+    # verl 0.9's spelling -> the canonical key (a prefix when it ends with '.'): the UI's command paste maps with it
+    schema["x-verl-aliases"] = [list(pair) for pair in ALIASES]
     return schema
 
 

@@ -390,3 +390,16 @@ def test_downsampling_keeps_nan_and_matches_numpy_fallback(client):
     small = client.get(f"{API}/metrics", params={"run_id": run["id"], "key": "x", "step_min": 5, "step_max": 14,
                                                  "max_points": 100}).json()["data"][0]
     assert small["steps"] == list(range(5, 15)) and not small["downsampled"]
+
+
+def test_validate_accepts_verl_09_layout_and_stores_the_canonical_one(client):
+    r = client.post("/api/v1/config/validate", json={
+        "config": {"critic": {"fsdp": {"param_offload": True, "optimizer_offload": True}}},
+        "overrides": ["ray_kwargs.ray_init.num_cpus=2", "actor_rollout_ref.actor.optim.clip_grad=0.5"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["config"]["critic"]["model"]["fsdp_config"]["param_offload"] is True
+    assert body["config"]["ray_init"]["num_cpus"] == 2 and "ray_kwargs" not in body["config"]
+    assert body["resolved_config"]["actor_rollout_ref"]["actor"]["grad_clip"] == 0.5
+    r = client.post("/api/v1/config/validate", json={"overrides": ["actor_rollout_ref.rollout.mode=async"]})
+    assert r.status_code == 422 and "actor_rollout_ref.rollout.mode" in r.text

@@ -154,3 +154,10 @@ def test_defaults_that_differ_from_verl_are_the_readme_table():
     listed = _readme_table_keys() & set(all_keys())
     assert differ <= listed, f"defaults that differ from verl 0.9.1, missing in the README table: {differ - listed}"
     assert listed <= differ | required, f"README table rows whose default equals verl's: {listed - differ - required}"
+
+
+def test_the_json_schema_carries_the_aliases_for_the_ui():
+    from engine.config import json_schema
+    from engine.config.verl_layout import ALIASES
+
+    assert [tuple(pair) for pair in json_schema()["x-verl-aliases"]] == list(ALIASES)

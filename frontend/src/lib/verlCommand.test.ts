@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatValue, parseCommand, parseValue, shellSplit, toCommand } from "./verlCommand";
+import { aliasesFromSchema, canonicalKey, formatValue, parseCommand, parseValue, shellSplit, toCommand } from "./verlCommand";
 
 const SEED = `PYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\
  data.train_files=$HOME/data/gsm8k/train.parquet \\
@@ -108,5 +108,47 @@ describe("shellSplit", () => {
     expect(shellSplit("a b=1 2>&1 | tee x")).toEqual(["a", "b=1"]);
     expect(shellSplit("a > out.log")).toEqual(["a"]);
     expect(shellSplit("a 'b c' \"d\\\"e\"")).toEqual(["a", "b c", 'd"e']);
+  });
+});
+
+describe("verl 0.9's layout", () => {
+  // the pairs come from the server's JSON Schema (`x-verl-aliases`, engine/config/verl_layout.py)
+  const schema = {
+    "x-verl-aliases": [
+      ["critic.fsdp.ulysses_sequence_parallel_size", "critic.ulysses_sequence_parallel_size"],
+      ["critic.fsdp.", "critic.model.fsdp_config."],
+      ["actor_rollout_ref.actor.optim.clip_grad", "actor_rollout_ref.actor.grad_clip"],
+      ["ray_kwargs.ray_init.", "ray_init."],
+      ["reward.custom_reward_function.", "custom_reward_function."],
+    ],
+  };
+  const aliases = aliasesFromSchema(schema);
+
+  it("maps verl 0.9 keys to the canonical ones the form shows", () => {
+    const p = parseCommand(
+      `python3 -m verl.trainer.main_ppo critic.fsdp.param_offload=False critic.fsdp.ulysses_sequence_parallel_size=1 \\
+       actor_rollout_ref.actor.optim.clip_grad=0.5 +ray_kwargs.ray_init.num_gpus=4 \\
+       reward.custom_reward_function.path=r.py critic.optim.lr=1e-5`, aliases);
+    expect(p.values).toEqual({
+      "critic.model.fsdp_config.param_offload": false,
+      "critic.ulysses_sequence_parallel_size": 1,
+      "actor_rollout_ref.actor.grad_clip": 0.5,
+      "ray_init.num_gpus": 4,
+      "custom_reward_function.path": "r.py",
+      "critic.optim.lr": 1e-5,
+    });
+    expect(p.overrides[0].raw).toBe("critic.fsdp.param_offload=False"); // what the user wrote stays visible
+  });
+
+  it("leaves the seed-era layout alone, and everything without aliases", () => {
+    const seed = parseCommand("python -m engine.main_ppo critic.model.fsdp_config.param_offload=True", aliases);
+    expect(seed.values).toEqual({ "critic.model.fsdp_config.param_offload": true });
+    expect(parseCommand("python -m x critic.fsdp.param_offload=True").values).toEqual({ "critic.fsdp.param_offload": true });
+    expect(aliasesFromSchema({})).toEqual([]);
+  });
+
+  it("does not map a key that only shares the prefix text", () => {
+    expect(canonicalKey("ray_kwargs.ray_init_x", aliases)).toBe("ray_kwargs.ray_init_x");
+    expect(canonicalKey("actor_rollout_ref.actor.optim.clip_grad_x", aliases)).toBe("actor_rollout_ref.actor.optim.clip_grad_x");
   });
 });

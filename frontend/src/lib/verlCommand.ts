@@ -219,10 +219,28 @@ function safeParseValue(text: string): HydraValue {
   }
 }
 
+/** verl 0.9's spelling -> canonical key, as the server's JSON Schema lists them (`x-verl-aliases`); an entry ending
+ * with "." maps a whole prefix. The engine accepts both layouts; the form shows the canonical one. */
+export type Aliases = [string, string][];
+
+export function aliasesFromSchema(schema: unknown): Aliases {
+  const list = (schema as { "x-verl-aliases"?: unknown } | null)?.["x-verl-aliases"];
+  return Array.isArray(list) ? (list.filter((p) => Array.isArray(p) && p.length === 2) as Aliases) : [];
+}
+
+export function canonicalKey(key: string, aliases: Aliases): string {
+  for (const [old, canon] of aliases) {
+    if (key === old) return canon;
+    if (old.endsWith(".") && key.startsWith(old)) return canon + key.slice(old.length);
+    if (key.startsWith(old + ".")) return canon + key.slice(old.length);
+  }
+  return key;
+}
+
 const OVERRIDE = /^(\+\+|\+|~)?([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)(?:=(.*))?$/s;
 const ENV = /^[A-Za-z_][A-Za-z0-9_]*=/;
 
-export function parseCommand(text: string): ParsedCommand {
+export function parseCommand(text: string, aliases: Aliases = []): ParsedCommand {
   const tokens = shellSplit(text);
   const result: ParsedCommand = {
     module: null, configName: null, env: {}, overrides: [], values: {}, deleted: [], ignored: [],
@@ -265,7 +283,8 @@ export function parseCommand(text: string): ParsedCommand {
       result.ignored.push(t);
       continue;
     }
-    const [, prefix, key, rawValue] = m;
+    const [, prefix, spelled, rawValue] = m;
+    const key = canonicalKey(spelled, aliases);
     if (prefix === "~") {
       const value = rawValue === undefined ? undefined : safeParseValue(rawValue);
       result.overrides.push({ op: "delete", key, value, raw: t });

@@ -13,7 +13,7 @@ import { ErrorBox, Loading } from "../../components/States";
 import { flatten, formatJson, sameValue, unflatten, type Json } from "../../lib/configDiff";
 import { pasteBase, presetValuesNotSet, type PasteWhy } from "../../lib/pasteBase";
 import { errorField, essentialsFirst, fieldsFromSchema, fromText, toText, type Field } from "../../lib/schemaForm";
-import { parseCommand, toCommand, type HydraValue } from "../../lib/verlCommand";
+import { aliasesFromSchema, parseCommand, toCommand, type HydraValue } from "../../lib/verlCommand";
 import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
 import { presetLabel, presetOrder, PRESET_LABELS } from "./presets";
 
@@ -154,7 +154,7 @@ function RunForm({ schema, presets, presetNames, preset, parent, pending, onPres
   };
 
   const applyPaste = (chosen?: string | null) => {
-    const plan = pasteBase(parseCommand(paste), preset, presetNames, { fork: parent !== null, ...(chosen !== undefined ? { chosen } : {}) });
+    const plan = pasteBase(parseCommand(paste, aliasesFromSchema(schema)), preset, presetNames, { fork: parent !== null, ...(chosen !== undefined ? { chosen } : {}) });
     if (plan.base !== preset) {
       onPreset(plan.base, { text: paste, from: preset, chosen: chosen !== undefined });
       return;
