@@ -9,13 +9,14 @@ from fastapi import Depends, HTTPException, Path, Request, status
 from sqlmodel import Session
 
 from backend.models import Run
+from backend.services.events import wake_on_commit
 from backend.services.runs import token_matches
 from backend.settings import Settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
     with Session(request.app.state.engine, expire_on_commit=False) as session:
-        session.info["bus"] = request.app.state.bus  # ingest wakes the live streams after commit
+        wake_on_commit(session, request.app.state.bus)  # a commit with feed events wakes the SSE streams
         yield session
 
 

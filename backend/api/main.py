@@ -13,8 +13,7 @@ api_router.include_router(health.router, dependencies=user)
 api_router.include_router(config.router, dependencies=user)
 api_router.include_router(experiments.router, dependencies=user)
 api_router.include_router(events.router, dependencies=user)  # before runs: /runs/events is not /runs/{id}
-api_router.include_router(runs.router, dependencies=user)
-for module in (metrics, samples, logs):
+for module in (runs, metrics, samples, logs):
     api_router.include_router(module.router, dependencies=user)
     api_router.include_router(module.ingest_router)  # API token or the run's own ingest token
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from backend.models import Run
-from backend.services import run_config
-from backend.services.runs import announce, experiment_by_name
+from backend.services import experiments, run_config
+from backend.services.runs import create_run
 
 
 def ensure_demo_run(app) -> int | None:
@@ -17,14 +17,8 @@ def ensure_demo_run(app) -> int | None:
         if existing is not None:
             return existing.id
         tree, resolved = run_config.validate("demo", {}, [])
-        run = Run(experiment_id=experiment_by_name(session, "demo").id, name="demo", preset="demo", config=tree,
-                  resolved_config=resolved, tags=["demo"])
-        session.add(run)
-        session.flush()
-        directory = app.state.settings.runs_dir / str(run.id)
-        directory.mkdir(parents=True, exist_ok=True)
-        run.run_dir = str(directory)
-        announce(session, run)
-        session.commit()
+        run, _ = create_run(session=session, runs_dir=app.state.settings.runs_dir,
+                            experiment_id=experiments.get_or_create(session=session, name="demo").id, name="demo",
+                            preset="demo", config=tree, resolved_config=resolved, tags=["demo"])
         print(f"rlstudio: demo run {run.id} queued", flush=True)
         return run.id

@@ -1,13 +1,14 @@
 """The live feed. Every change is written as an `Event` row in the same transaction as the data it
 announces, so its id (monotonic, from the database) is what SSE clients resume from; after the commit
 `bus.notify()` wakes the streams of this process at once (a stream also polls every second, so writers
-in another process are seen too)."""
+in another process are seen too). Request sessions do that by themselves (`wake_on_commit`)."""
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import Any
 
+from sqlalchemy import event as orm_event
 from sqlmodel import Session
 
 from backend.models import Event
@@ -22,6 +23,26 @@ RUNS_CHANNEL = "runs"
 
 def add_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:
     session.add(Event(channel=channel, kind=kind, data=data, time=time.time()))
+
+
+def wake_on_commit(session: Session, bus: EventBus) -> None:
+    """After each commit of `session` that wrote feed events, wake this process's streams: one place for
+    every route and service, instead of a notify after each write."""
+
+    def noted(sess: Session, _context, _instances) -> None:
+        if any(isinstance(obj, Event) for obj in sess.new):
+            sess.info["wrote_events"] = True
+
+    def committed(sess: Session) -> None:
+        if sess.info.pop("wrote_events", False):
+            bus.notify()
+
+    def rolled_back(sess: Session) -> None:
+        sess.info.pop("wrote_events", None)
+
+    orm_event.listen(session, "before_flush", noted)
+    orm_event.listen(session, "after_commit", committed)
+    orm_event.listen(session, "after_rollback", rolled_back)
 
 
 class EventBus:

@@ -32,7 +32,7 @@ def _upsert_sql(session: Session, run_id: int) -> str:
 INF = float("inf")
 
 
-def ingest(session: Session, run: Run, body: MetricsIngest) -> int:
+def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
     rows: dict[tuple[str, int], tuple] = {}
     special = False  # any NaN / infinity: the live copy then needs JSON-safe spellings
     for key, step, value, wall_time in body.rows(time.time()):  # last write wins, as across batches
@@ -91,7 +91,7 @@ def _step_ranges(rows) -> dict[tuple[int, int], list[str]]:
     return ranges
 
 
-def keys(session: Session, run_ids: list[int]) -> list[str]:
+def keys(*, session: Session, run_ids: list[int]) -> list[str]:
     if _bucketed(session):
         return metric_buckets.keys(_executor(session), run_ids)
     stmt = select(MetricPoint.key).where(MetricPoint.run_id.in_(run_ids)).distinct().order_by(MetricPoint.key)
@@ -114,8 +114,8 @@ def downsample_indices(values: np.ndarray, max_points: int) -> np.ndarray:
     return np.unique(np.concatenate([order[first], order[last]]))
 
 
-def series(session: Session, run_ids: list[int], key_list: list[str], step_min: int | None,
-           step_max: int | None, max_points: int | None) -> list[MetricSeries]:
+def series(*, session: Session, run_ids: list[int], key_list: list[str], step_min: int | None = None,
+           step_max: int | None = None, max_points: int | None = None) -> list[MetricSeries]:
     if not run_ids or not key_list:
         return []
     if max_points and _bucketed(session):
@@ -230,7 +230,7 @@ def _series_numpy(session, run_ids, key_list, step_min, step_max, max_points) ->
     return out
 
 
-def latest(session: Session, run_id: int, key_list: list[str] | None = None) -> list[LatestMetric]:
+def latest(*, session: Session, run_id: int, key_list: list[str] | None = None) -> list[LatestMetric]:
     newest = (select(MetricPoint.key, func.max(MetricPoint.step).label("step"))
               .where(MetricPoint.run_id == run_id).group_by(MetricPoint.key).subquery())
     stmt = (select(MetricPoint).join(newest, (MetricPoint.key == newest.c.key) & (MetricPoint.step == newest.c.step))
@@ -241,7 +241,7 @@ def latest(session: Session, run_id: int, key_list: list[str] | None = None) -> 
             for p in session.exec(stmt).all()]
 
 
-def export(session: Session, run_id: int, fmt: str, layout: str) -> bytes:
+def export(*, session: Session, run_id: int, fmt: str, layout: str) -> bytes:
     import pandas as pd
 
     rows = session.execute(select(MetricPoint.step, MetricPoint.key, MetricPoint.value, MetricPoint.wall_time)

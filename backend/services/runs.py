@@ -1,22 +1,21 @@
-"""Run lifecycle: creation, status transitions (with their events), tokens, deletion."""
+"""Runs: creation, the list query, status transitions (with their events), tokens, deletion."""
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import shutil
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func
+from sqlalchemy import String, cast, delete, func
 from sqlmodel import Session, select
 
 from backend.models import (
-    ACTIVE,
     TERMINAL,
     Artifact,
     Event,
-    Experiment,
     LogLine,
     MetricPoint,
     Run,
@@ -25,6 +24,7 @@ from backend.models import (
     Sample,
 )
 from backend.models.common import utcnow
+from backend.services import run_config
 from backend.services.events import RUNS_CHANNEL, add_event, run_channel
 
 SUMMARY_EXCLUDE = {"config", "resolved_config"}
@@ -54,13 +54,111 @@ def announce(session: Session, run: Run, kind: str = "run") -> None:
     add_event(session, RUNS_CHANNEL, kind, data)
 
 
-def experiment_by_name(session: Session, name: str) -> Experiment:
-    found = session.exec(select(Experiment).where(Experiment.name == name)).first()
-    if found is None:
-        found = Experiment(name=name)
-        session.add(found)
-        session.flush()
-    return found
+# What the engine's `log_status` may report, in its words.
+ENGINE_STATUS = {"running": RunStatus.running, "started": RunStatus.running, "resumed": RunStatus.running,
+                 "succeeded": RunStatus.succeeded, "finished": RunStatus.succeeded, "success": RunStatus.succeeded,
+                 "failed": RunStatus.failed, "error": RunStatus.failed, "cancelled": RunStatus.cancelled}
+
+SORTS = ("created_at", "started_at", "finished_at", "name", "status", "id", "progress_step")
+
+
+def create_run(*, session: Session, runs_dir: Path, experiment_id: int, name: str, preset: str | None,
+               config: dict, resolved_config: dict, tags: list[str], notes: str = "", launch: bool = True,
+               parent: Run | None = None, relation: str | None = None) -> tuple[Run, str | None]:
+    """Record a run (queued for the dispatcher, or `launch=False`: running, driven from outside, with its
+    ingest token returned once) and make its directory."""
+    token = None
+    run = Run(experiment_id=experiment_id, name=name, preset=preset, config=config, resolved_config=resolved_config,
+              tags=tags, notes=notes, source="server" if launch else "external",
+              parent_id=parent.id if parent else None, parent_relation=relation)
+    if not launch:
+        token, run.ingest_token_hash = new_token()
+    session.add(run)
+    session.flush()
+    if not run.name:
+        run.name = f"{preset or 'run'}-{run.id}"
+    directory = runs_dir / str(run.id)
+    directory.mkdir(parents=True, exist_ok=True)
+    run.run_dir = str(directory)
+    if not launch:
+        set_status(session, run, RunStatus.running)
+    else:
+        announce(session, run)
+    session.commit()
+    return run, token
+
+
+def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, experiment_id: int | None = None,
+              tags: list[str] | None = None, name_contains: str | None = None,
+              config: list[tuple[list[str], str]] | None = None, parent_id: int | None = None,
+              sort: str = "created_at", descending: bool = True, skip: int = 0, limit: int = 100
+              ) -> tuple[list[Run], int]:
+    """One page of runs and the number that match. `config` filters are (dotted path, value) pairs."""
+    stmt = select(Run)
+    if statuses:
+        stmt = stmt.where(Run.status.in_(statuses))
+    if experiment_id is not None:
+        stmt = stmt.where(Run.experiment_id == experiment_id)
+    for tag in tags or []:
+        stmt = stmt.where(cast(Run.tags, String).contains(json.dumps(tag)))
+    if name_contains:
+        stmt = stmt.where(Run.name.contains(name_contains))
+    if parent_id is not None:
+        stmt = stmt.where(Run.parent_id == parent_id)
+    column = getattr(Run, sort)
+    order = [column.desc() if descending else column.asc(), Run.id.desc()]
+    if not config:
+        count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+        return list(session.exec(stmt.order_by(*order).offset(skip).limit(limit)).all()), count
+    # config values are compared in Python: JSON paths differ between databases
+    matching = [r for r in session.exec(stmt.order_by(*order)).all() if _config_matches(r, config)]
+    return matching[skip:skip + limit], len(matching)
+
+
+def _config_matches(run: Run, filters: list[tuple[list[str], str]]) -> bool:
+    for path, wanted in filters:
+        node = run.resolved_config
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None and wanted not in ("null", "None"):
+            return False
+        rendered = run_config.format_value(node).strip("'")
+        if rendered != wanted and str(node) != wanted:
+            return False
+    return True
+
+
+def update_run(*, session: Session, run: Run, changes: dict[str, Any]) -> Run:
+    run.sqlmodel_update(changes)
+    session.add(run)
+    add_event(session, RUNS_CHANNEL, "run", summary(run))
+    session.commit()
+    return run
+
+
+def cancel_run(*, session: Session, run: Run) -> str | None:
+    """Mark the run cancelled; returns the Ray job to stop (None: it never reached Ray, or runs outside)."""
+    submission_id = run.submission_id if run.source == "server" else None
+    set_status(session, run, RunStatus.cancelled, error="Cancelled by user.")
+    session.commit()
+    return submission_id
+
+
+def resume_edits(checkpoint: Path) -> dict[str, Any]:
+    """The config edits that make a child run continue from `checkpoint` (verl's resume_path mode)."""
+    return {"trainer": {"resume_mode": "resume_path", "resume_from_path": str(checkpoint)}}
+
+
+def report_status(*, session: Session, run: Run, status: RunStatus, error: str | None = None,
+                  step: int | None = None, total: int | None = None) -> bool:
+    """The engine's own report (progress and status); returns whether the status changed."""
+    if update_progress(run, step, total):
+        announce(session, run, kind="progress")
+    tail = log_tail(session, run.id) if status == RunStatus.failed else None
+    changed = set_status(session, run, status, error=error, log_tail=tail)
+    session.add(run)
+    session.commit()
+    return changed
 
 
 def set_status(session: Session, run: Run, status: RunStatus, *, error: str | None = None,
@@ -107,10 +205,6 @@ def log_tail(session: Session, run_id: int, lines: int = 50) -> str:
     return "\n".join(reversed(rows))
 
 
-def is_active(run: Run) -> bool:
-    return run.status in ACTIVE
-
-
 def delete_run(session: Session, run: Run, runs_dir: Path) -> None:
     """Rows first (explicitly, not trusting FK cascades on every backend), then the run's own directory."""
     run_id = run.id
@@ -127,6 +221,3 @@ def delete_run(session: Session, run: Run, runs_dir: Path) -> None:
     if directory is not None and directory.resolve().parent == runs_dir.resolve() and directory.is_dir():
         shutil.rmtree(directory, ignore_errors=True)
 
-
-def count_runs(session: Session, experiment_id: int) -> int:
-    return session.exec(select(func.count()).select_from(Run).where(Run.experiment_id == experiment_id)).one()

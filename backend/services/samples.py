@@ -4,16 +4,16 @@ from __future__ import annotations
 import math
 import time
 
-from sqlalchemy import func
+from sqlalchemy import func, or_
 from sqlmodel import Session, select
 
-from backend.models import Run, Sample, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
+from backend.models import Run, Sample, SampleAnswer, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
 from backend.services.events import add_event, run_channel
 
 FIELDS = [name for name in SampleIn.model_fields]
 
 
-def ingest(session: Session, run: Run, samples: list[SampleIn]) -> int:
+def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
     from backend.services.upsert import insert_for, write_lock
@@ -39,10 +39,74 @@ def ingest(session: Session, run: Run, samples: list[SampleIn]) -> int:
     return len(rows)
 
 
-def steps(session: Session, run_id: int) -> list[SampleStep]:
+def steps(*, session: Session, run_id: int) -> list[SampleStep]:
     stmt = (select(Sample.step, Sample.split, func.count(), func.avg(Sample.score))
             .where(Sample.run_id == run_id).group_by(Sample.step, Sample.split).order_by(Sample.step, Sample.split))
     return [SampleStep(step=s, split=sp, count=c, mean_score=m) for s, sp, c, m in session.execute(stmt).all()]
+
+
+def _filtered(run_id: int, *, steps: list[int] | None = None, split: str | None = None,
+              prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
+              text: str | None = None, min_score: float | None = None, max_score: float | None = None):
+    stmt = select(Sample).where(Sample.run_id == run_id)
+    if steps:
+        stmt = stmt.where(Sample.step.in_(steps))
+    for column, wanted in ((Sample.split, split), (Sample.prompt_index, prompt_index),
+                           (Sample.group_uid, group_uid), (Sample.data_source, data_source)):
+        if wanted is not None:
+            stmt = stmt.where(column == wanted)
+    if text:
+        stmt = stmt.where(or_(Sample.prompt.contains(text), Sample.response.contains(text)))
+    if min_score is not None:
+        stmt = stmt.where(Sample.score >= min_score)
+    if max_score is not None:
+        stmt = stmt.where(Sample.score <= max_score)
+    return stmt
+
+
+def list_samples(*, session: Session, run_id: int, step: int | None = None, split: str | None = None,
+                 prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
+                 text: str | None = None, min_score: float | None = None, max_score: float | None = None,
+                 order: str = "step", skip: int = 0, limit: int = 100) -> tuple[list[Sample], int]:
+    """One page of a run's samples and the number that match. `text`: prompt or response contains;
+    `order`: a column, '-' prefix for descending."""
+    stmt = _filtered(run_id, steps=None if step is None else [step], split=split, prompt_index=prompt_index,
+                     group_uid=group_uid, data_source=data_source, text=text, min_score=min_score,
+                     max_score=max_score)
+    count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    column = getattr(Sample, order.removeprefix("-"))
+    stmt = stmt.order_by(column.desc() if order.startswith("-") else column.asc(), Sample.sample_index, Sample.id)
+    return list(session.exec(stmt.offset(skip).limit(limit)).all()), count
+
+
+def by_prompt(*, session: Session, run_ids: list[int], prompt_index: int, steps: list[int] | None = None,
+              split: str | None = None, skip: int = 0, limit: int = 200) -> tuple[list[Sample], int]:
+    """One prompt's answers across runs and steps, ordered by run, step, position."""
+    stmt = select(Sample).where(Sample.run_id.in_(run_ids), Sample.prompt_index == prompt_index)
+    if steps:
+        stmt = stmt.where(Sample.step.in_(steps))
+    if split is not None:
+        stmt = stmt.where(Sample.split == split)
+    count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    rows = session.exec(stmt.order_by(Sample.run_id, Sample.step, Sample.sample_index).offset(skip).limit(limit)).all()
+    return list(rows), count
+
+
+def newest_answers(*, session: Session, run_ids: list[int], split: str, limit: int) -> list[SampleAnswer]:
+    """Each run's answers at its newest step of `split`, without prompts and per-token arrays."""
+    out: list[SampleAnswer] = []
+    for run_id in dict.fromkeys(run_ids):
+        newest = session.exec(select(func.max(Sample.step)).where(Sample.run_id == run_id,
+                                                                  Sample.split == split)).one()
+        if newest is None:
+            continue
+        rows = session.execute(select(Sample.id, Sample.step, Sample.sample_index, Sample.response, Sample.tokens,
+                                      Sample.score)
+                               .where(Sample.run_id == run_id, Sample.split == split, Sample.step == newest)
+                               .order_by(Sample.sample_index).limit(limit)).all()
+        out.extend(SampleAnswer(id=r[0], run_id=run_id, step=r[1], split=split, sample_index=r[2], response=r[3],
+                                tokens=r[4], score=r[5]) for r in rows)
+    return out
 
 
 def _first_line(text: str | None) -> str:
@@ -57,10 +121,13 @@ def _mean(values) -> float | None:
     return sum(finite) / len(finite) if finite else None
 
 
-def rows(session: Session, stmt, *, limit: int) -> tuple[list[SampleRow], int]:
-    """`stmt` (a select of Sample, filtered) as table rows: no prompt, no per-token arrays; the mean advantage
+def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
+         data_source: str | None = None, text: str | None = None, min_score: float | None = None,
+         max_score: float | None = None, limit: int) -> tuple[list[SampleRow], int]:
+    """A run's samples (filtered) as table rows: no prompt, no per-token arrays; the mean advantage
     and the length are computed here so the browser never downloads the arrays."""
-    sub = stmt.subquery()
+    sub = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
+                    max_score=max_score).subquery()
     count = session.exec(select(func.count()).select_from(sub)).one()
     s = sub.c
     query = (select(s.id, s.step, s.split, s.sample_index, s.prompt_index, s.group_uid, s.data_source, s.score,
@@ -77,7 +144,7 @@ def rows(session: Session, stmt, *, limit: int) -> tuple[list[SampleRow], int]:
     return out, count
 
 
-def overlaps(session: Session, *, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
+def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
              limit: int) -> StepOverlaps:
     """The steps of `other_run_id` (split `other_split`) that answered some of the prompts of (run, step,
     split), nearest to `step` first: the pairs a side-by-side view can align."""

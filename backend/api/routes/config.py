@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, status
 from sqlmodel import Field, SQLModel
 
-from backend.api.routes.runs import config_error
+from backend.api.errors import validated_config
 from backend.services import run_config
 from backend.services.run_config import RunConfigError
 
@@ -59,8 +59,5 @@ def get_preset(name: str):
 @router.post("/validate", response_model=ConfigChecked)
 def validate_config(body: ConfigCheck):
     """Check a config without creating a run: the resolved config, or a 422 naming the key."""
-    try:
-        tree, resolved = run_config.validate(body.preset, body.config, body.overrides)
-    except RunConfigError as exc:
-        raise config_error(exc) from None
+    tree, resolved = validated_config(body.preset, body.config, body.overrides)
     return ConfigChecked(config=tree, resolved_config=resolved)

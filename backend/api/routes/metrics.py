@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import StringConstraints
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.errors import unprocessable
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
 
@@ -20,7 +21,7 @@ MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
 @ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult, dependencies=[Depends(check_body_size)],
              responses={413: {"description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
                                              "(default 10,000) in one request"}})
-def ingest_metrics(request_run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
+def ingest_metrics(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
     """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
     Send `points` ([{key, step, value, wall_time?}]) and/or the columnar `series`
     ([{key, steps, values, wall_times?}]).
@@ -29,16 +30,7 @@ def ingest_metrics(request_run: IngestRunDep, session: SessionDep, settings: Set
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
                             f"points: {body.size()} points in one request; the maximum is "
                             f"{settings.max_metric_points_per_request}. Split the batch.")
-    run = session.merge(request_run)
-    accepted = metrics.ingest(session, run, body)
-    _notify(session)
-    return IngestResult(accepted=accepted)
-
-
-def _notify(session) -> None:
-    bus = session.info.get("bus")
-    if bus is not None:
-        bus.notify()
+    return IngestResult(accepted=metrics.ingest(session=session, run=run, body=body))
 
 
 @router.get("/runs/{run_id}/metrics", response_model=MetricSeriesList)
@@ -49,15 +41,16 @@ def list_run_metrics(session: SessionDep, run_id: int,
                 max_points: MaxPoints = 1000):
     """This run's series: one entry per key with steps, values, wall times."""
     get_run_or_404(session, run_id)
-    keys = key or metrics.keys(session, [run_id])
-    data = metrics.series(session, [run_id], keys, step_min, step_max, max_points)
+    keys = key or metrics.keys(session=session, run_ids=[run_id])
+    data = metrics.series(session=session, run_ids=[run_id], key_list=keys, step_min=step_min, step_max=step_max,
+                          max_points=max_points)
     return MetricSeriesList(data=data, count=len(data))
 
 
 @router.get("/runs/{run_id}/metrics/keys", response_model=MetricKeys)
 def list_run_metric_keys(session: SessionDep, run_id: int):
     get_run_or_404(session, run_id)
-    data = metrics.keys(session, [run_id])
+    data = metrics.keys(session=session, run_ids=[run_id])
     return MetricKeys(data=data, count=len(data))
 
 
@@ -65,7 +58,7 @@ def list_run_metric_keys(session: SessionDep, run_id: int):
 def get_latest_metrics(session: SessionDep, run_id: int, key: Annotated[list[str] | None, Query()] = None):
     """The newest value of every key (or of the keys asked for)."""
     get_run_or_404(session, run_id)
-    data = metrics.latest(session, run_id, key)
+    data = metrics.latest(session=session, run_id=run_id, key_list=key)
     return LatestMetrics(data=data, count=len(data))
 
 
@@ -75,7 +68,7 @@ def export_metrics(session: SessionDep, run_id: int, format: Literal["csv", "par
                    layout: Literal["wide", "long"] = "wide"):
     """Every point of the run: `wide` = one row per step, one column per key; `long` = step,key,value,wall_time."""
     run = get_run_or_404(session, run_id)
-    body = metrics.export(session, run_id, format, layout)
+    body = metrics.export(session=session, run_id=run_id, fmt=format, layout=layout)
     media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
     filename = f"run-{run.id}-metrics.{format}"
     return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
@@ -98,19 +91,20 @@ def query_metrics(session: SessionDep,
     keys = list(key or [])
     if key_pattern:
         if any(_NESTED_QUANTIFIER.search(p) for p in key_pattern):  # (a+)+ and kin backtrack exponentially
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "key_pattern: nested quantifiers are refused")
+            raise unprocessable(["query", "key_pattern"], "key_pattern: nested quantifiers are refused.")
         try:
             patterns = [re.compile(p) for p in key_pattern]
         except re.error as exc:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"key_pattern: {exc}") from None
-        keys += [k for k in metrics.keys(session, run_id) if any(p.search(k) for p in patterns)]
+            raise unprocessable(["query", "key_pattern"], f"key_pattern: {exc}.") from None
+        keys += [k for k in metrics.keys(session=session, run_ids=run_id) if any(p.search(k) for p in patterns)]
     if not keys and not key_pattern:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "give at least one key or key_pattern")
-    data = metrics.series(session, run_id, list(dict.fromkeys(keys)), step_min, step_max, max_points)
+        raise unprocessable(["query", "key"], "key: give at least one key or key_pattern.")
+    data = metrics.series(session=session, run_ids=run_id, key_list=list(dict.fromkeys(keys)), step_min=step_min,
+                          step_max=step_max, max_points=max_points)
     return MetricSeriesList(data=data, count=len(data))
 
 
 @router.get("/metrics/keys", response_model=MetricKeys)
 def query_metric_keys(session: SessionDep, run_id: Annotated[list[int], Query(min_length=1, max_length=100)]):
-    data = metrics.keys(session, run_id)
+    data = metrics.keys(session=session, run_ids=run_id)
     return MetricKeys(data=data, count=len(data))

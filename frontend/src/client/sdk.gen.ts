@@ -194,6 +194,21 @@ export const listRunFiles = <ThrowOnError extends boolean = false>(options: Opti
 export const downloadRunFile = <ThrowOnError extends boolean = false>(options: Options<DownloadRunFileData, ThrowOnError>) => (options.client ?? client).get<DownloadRunFileResponses, DownloadRunFileErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/files/{path}', ...options });
 
 /**
+ * Report Run Status
+ *
+ * The engine's `log_status`: running / succeeded / failed (with `error`), and progress (`fields.step`,
+ * `fields.total_steps`). Terminal states stick.
+ */
+export const reportRunStatus = <ThrowOnError extends boolean = false>(options: Options<ReportRunStatusData, ThrowOnError>) => (options.client ?? client).post<ReportRunStatusResponses, ReportRunStatusErrors, ThrowOnError>({
+    url: '/api/v1/runs/{run_id}/status',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
  * List Run Metrics
  *
  * This run's series: one entry per key with steps, values, wall times.
@@ -324,20 +339,6 @@ export const listLogs = <ThrowOnError extends boolean = false>(options: Options<
  */
 export const ingestLogs = <ThrowOnError extends boolean = false>(options: Options<IngestLogsData, ThrowOnError>) => (options.client ?? client).post<IngestLogsResponses, IngestLogsErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/logs',
-    ...options,
-    headers: {
-        'Content-Type': 'application/json',
-        ...options.headers
-    }
-});
-
-/**
- * Report Run Status
- *
- * The engine's `log_status`: running / succeeded / failed (with `error`). Terminal states stick.
- */
-export const reportRunStatus = <ThrowOnError extends boolean = false>(options: Options<ReportRunStatusData, ThrowOnError>) => (options.client ?? client).post<ReportRunStatusResponses, ReportRunStatusErrors, ThrowOnError>({
-    url: '/api/v1/runs/{run_id}/status',
     ...options,
     headers: {
         'Content-Type': 'application/json',

@@ -1894,6 +1894,36 @@ export type DownloadRunFileResponses = {
     200: unknown;
 };
 
+export type ReportRunStatusData = {
+    body: RunStatusReport;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/status';
+};
+
+export type ReportRunStatusErrors = {
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ReportRunStatusError = ReportRunStatusErrors[keyof ReportRunStatusErrors];
+
+export type ReportRunStatusResponses = {
+    /**
+     * Successful Response
+     */
+    200: IngestResult;
+};
+
+export type ReportRunStatusResponse = ReportRunStatusResponses[keyof ReportRunStatusResponses];
+
 export type ListRunMetricsData = {
     body?: never;
     path: {
@@ -2632,33 +2662,3 @@ export type IngestLogsResponses = {
 };
 
 export type IngestLogsResponse = IngestLogsResponses[keyof IngestLogsResponses];
-
-export type ReportRunStatusData = {
-    body: RunStatusReport;
-    path: {
-        /**
-         * Run Id
-         */
-        run_id: number;
-    };
-    query?: never;
-    url: '/api/v1/runs/{run_id}/status';
-};
-
-export type ReportRunStatusErrors = {
-    /**
-     * Validation Error
-     */
-    422: HttpValidationError;
-};
-
-export type ReportRunStatusError = ReportRunStatusErrors[keyof ReportRunStatusErrors];
-
-export type ReportRunStatusResponses = {
-    /**
-     * Successful Response
-     */
-    200: IngestResult;
-};
-
-export type ReportRunStatusResponse = ReportRunStatusResponses[keyof ReportRunStatusResponses];
