@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Self
 
@@ -17,6 +18,9 @@ from backend.services.ray_head import free_port
 from tests.backend.conftest import PY, REPO
 
 API = "/api/v1"
+# generous: the first run config checked in a server process imports the engine (seconds on a loaded machine)
+get = partial(httpx.get, timeout=120)
+post = partial(httpx.post, timeout=120)
 
 
 class Exposed:
@@ -58,7 +62,7 @@ class Exposed:
         return self.out.read_text()
 
     def run_count(self, token: str) -> int:
-        return httpx.get(f"{self.url}{API}/runs", headers={"Authorization": f"Bearer {token}"}).json()["count"]
+        return get(f"{self.url}{API}/runs", headers={"Authorization": f"Bearer {token}"}).json()["count"]
 
 
 def test_exposed_without_token_generates_one_and_prints_it_once(tmp_path):
@@ -69,19 +73,19 @@ def test_exposed_without_token_generates_one_and_prints_it_once(tmp_path):
         notice = server.output()
         assert notice.count(token) == 1 and "RLSTUDIO_API_TOKEN" in notice and "/settings" in notice
         # nothing is served without it, and nothing is launched
-        assert httpx.get(f"{server.url}{API}/runs").status_code == 401
-        assert httpx.get(f"{server.url}{API}/runs", headers={"Authorization": "Bearer wrong"}).status_code == 403
-        refused = httpx.post(f"{server.url}{API}/runs",
+        assert get(f"{server.url}{API}/runs").status_code == 401
+        assert get(f"{server.url}{API}/runs", headers={"Authorization": "Bearer wrong"}).status_code == 403
+        refused = post(f"{server.url}{API}/runs",
                              json={"config": {"actor_rollout_ref": {"model": {"trust_remote_code": True}}}})
         assert refused.status_code == 401
         assert server.run_count(token) == 0
-        assert httpx.post(f"{server.url}{API}/runs", json={"launch": False},
+        assert post(f"{server.url}{API}/runs", json={"launch": False},
                           headers={"Authorization": f"Bearer {token}"}).status_code == 201
     # a restart on the same data keeps the token (the browser's copy stays valid) and does not print it again
     with Exposed(tmp_path, "0.0.0.0") as again:
         assert again.data_dir == server.data_dir
         assert token not in again.output() and str(token_file.resolve()) in again.output()
-        assert httpx.get(f"{again.url}{API}/runs").status_code == 401
+        assert get(f"{again.url}{API}/runs").status_code == 401
         assert again.run_count(token) == 1
 
 
@@ -89,13 +93,13 @@ def test_exposed_with_token_uses_it(tmp_path):
     with Exposed(tmp_path, "0.0.0.0", env={"RLSTUDIO_API_TOKEN": "chosen-by-the-user-0123456789"}) as server:
         assert not (server.data_dir / "api_token").exists()
         assert "chosen-by-the-user" not in server.output() and "generated" not in server.output()
-        assert httpx.get(f"{server.url}{API}/runs").status_code == 401
+        assert get(f"{server.url}{API}/runs").status_code == 401
         assert server.run_count("chosen-by-the-user-0123456789") == 0
 
 
 def test_loopback_stays_open_without_token(tmp_path):
     with Exposed(tmp_path, "127.0.0.1") as server:
-        assert httpx.get(f"{server.url}{API}/runs").status_code == 200
+        assert get(f"{server.url}{API}/runs").status_code == 200
         assert not (server.data_dir / "api_token").exists() and "token" not in server.output()
 
 
