@@ -108,6 +108,10 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.rollout.engine_kwargs.vllm": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.engine_kwargs.hf": "engine/workers/rollout_hf.py",
     "algorithm.rollout_correction.rollout_*": "engine/trainer/rollout_mismatch.py",
+    "algorithm.filter_groups.*": "engine/trainer/ppo_trainer.py",  # DAPO dynamic sampling
+    "reward_model.reward_manager": "engine/main_ppo.py",  # naive or dapo (overlong shaping)
+    "reward_model.reward_kwargs.max_resp_len": "engine/main_ppo.py",
+    "reward_model.reward_kwargs.overlong_buffer_cfg.*": "engine/reward/manager.py",
     "actor_rollout_ref.rollout.val_kwargs.n": "engine/trainer/ppo_trainer.py",
     "actor_rollout_ref.rollout.val_kwargs.*": "engine/workers/rollout_hf.py",
     "critic.enable": "engine/main_ppo.py",
@@ -237,7 +241,6 @@ REFUSED: dict[str, Refusal] = {
     "reward_model.model.trust_remote_code": Refusal((False,), "the reward model loads with trust_remote_code=False"),
     "reward_model.use_dynamic_bsz": Refusal((False,), "the reward model uses micro_batch_size_per_gpu"),
     "reward_model.forward_max_token_len_per_gpu": Refusal((32768,), "the reward model uses micro_batch_size_per_gpu"),
-    "reward_model.reward_manager": Refusal(("naive",), "only the naive reward manager is implemented"),
     "reward_model.launch_reward_fn_async": Refusal((False,), "rewards are computed synchronously"),
     "actor_rollout_ref.rollout.mode": Refusal(("sync",), "the rollout runs synchronously inside the workers; verl's "
                                                          "async (agent-loop server) mode is not implemented"),

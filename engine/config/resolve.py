@@ -60,7 +60,7 @@ def _check_dapo(cfg: PPOConfig) -> None:
     """Dynamic sampling and overlong shaping: the keys that go together are set together."""
     fg, rm = cfg.algorithm.filter_groups, cfg.reward_model
     if fg.enable and fg.metric is None:
-        raise ConfigError("algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (acc, score, "
+        raise ConfigError("algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (reward, acc, score, "
                           "seq_reward or seq_final_reward)")
     if fg.enable and fg.metric == "seq_final_reward" and cfg.algorithm.use_kl_in_reward:
         raise ConfigError("algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=True is not "

@@ -362,9 +362,10 @@ class RolloutCorrectionConfig(Section):
 class FilterGroupsConfig(Section):
     """DAPO's dynamic sampling: drop groups whose samples all score the same, generate more until full."""
     enable: bool = False
-    metric: Optional[Literal["acc", "score", "seq_reward", "seq_final_reward"]] = Field(
-        None, description="What must differ within a group: acc/score (the reward function's, before overlong "
-                          "shaping), seq_reward (the sequence's score), seq_final_reward (after the KL penalty).")
+    metric: Optional[Literal["reward", "acc", "score", "seq_reward", "seq_final_reward"]] = Field(
+        "reward", description="What must differ within a group: reward/seq_reward (the sequence's reward before the "
+                              "KL penalty), acc/score (the reward function's, before overlong shaping), "
+                              "seq_final_reward (after the KL penalty).")
     max_num_gen_batches: int = Field(0, description="Give up after this many generation batches per step; <= 0: "
                                                     "no limit.")
 

@@ -34,6 +34,9 @@ ALIASES: tuple[tuple[str, str], ...] = (
     ("ray_kwargs.ray_init.", "ray_init."),
     ("ray_kwargs.timeline_json_file", "ray_init.timeline_json_file"),
     ("reward.custom_reward_function.", "custom_reward_function."),
+    # the dapo reward manager's kwargs (verl's DAPO scripts) before the custom function's
+    ("reward.reward_kwargs.overlong_buffer_cfg.", "reward_model.reward_kwargs.overlong_buffer_cfg."),
+    ("reward.reward_kwargs.max_resp_len", "reward_model.reward_kwargs.max_resp_len"),
     ("reward.reward_kwargs", "custom_reward_function.reward_kwargs"),
     ("reward.reward_manager.name", "reward_model.reward_manager"),
     ("reward.reward_model.model_path", "reward_model.model.path"),

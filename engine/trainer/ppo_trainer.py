@@ -276,7 +276,7 @@ class PPOTrainer:
 
 def _filter_metric(batch: Batch, reward, name: str) -> torch.Tensor:
     """Per-row value that must differ within a group (verl's filter_groups.metric)."""
-    if name in ("seq_reward", "seq_final_reward"):  # final = after the KL penalty, which is refused with filtering
+    if name in ("reward", "seq_reward", "seq_final_reward"):  # final = after the KL penalty, which is refused with filtering
         return batch["token_level_scores"].sum(-1)
     column = reward.extra.get(name)
     if column is not None and all(isinstance(x, (int, float)) for x in column):

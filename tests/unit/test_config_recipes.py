@@ -22,8 +22,23 @@ def test_dapo_keys_resolve():
     assert cfg.reward_model.reward_kwargs.overlong_buffer_cfg.len == 16
 
 
+def test_dapo_in_verl_0_9_spelling():
+    """As verl 0.9's DAPO scripts write it (reward.reward_manager.name, +reward.reward_kwargs.*)."""
+    cfg = build_config(GRPO + ["reward.reward_manager.name=dapo",
+                               "+reward.reward_kwargs.overlong_buffer_cfg.enable=True",
+                               "+reward.reward_kwargs.overlong_buffer_cfg.len=16",
+                               "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=0.5",
+                               "+reward.reward_kwargs.overlong_buffer_cfg.log=False",
+                               "+reward.reward_kwargs.max_resp_len=64"])
+    rk = cfg.reward_model.reward_kwargs
+    assert cfg.reward_model.reward_manager == "dapo"
+    assert (rk.overlong_buffer_cfg.enable, rk.overlong_buffer_cfg.len, rk.max_resp_len) == (True, 16, 64)
+    assert rk.overlong_buffer_cfg.penalty_factor == 0.5
+    assert cfg.custom_reward_function.reward_kwargs == {}
+
+
 @pytest.mark.parametrize("overrides, match", [
-    (["algorithm.filter_groups.enable=True"], "filter_groups.metric"),
+    (["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=null"], "filter_groups.metric"),
     (["+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
       "+reward_model.reward_kwargs.overlong_buffer_cfg.len=8"], "reward_manager=dapo"),
     (["reward_model.reward_manager=dapo", "+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True",
