@@ -69,12 +69,6 @@ def prepare(cfg: PPOConfig):
         # whose sizes differ between the ranks
         raise UserError("actor_rollout_ref.rollout.tensor_model_parallel_size > 1 is not supported on the CPU "
                         "backend; set it to 1 (the workers then split the prompts instead).")
-    if cfg.trainer.device == "cuda":
-        for key, on in (("actor_rollout_ref.model.use_remove_padding", arr.model.use_remove_padding),
-                        ("critic.model.use_remove_padding", cfg.critic.enable and cfg.critic.model.use_remove_padding)):
-            if on:  # tests/unit/test_packing_cuda.py: bf16 gradients came back NaN on an H200 (cause not found yet)
-                raise UserError(f"{key}=True is not yet verified on GPU (its CUDA gradient check fails); set {key}=False "
-                                f"(packing without padding is available on CPU).")
     arr.model.path = check_model_path(arr.model.path, "actor_rollout_ref.model.path")
     if cfg.critic.enable:
         cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--label", default="")
+    p.add_argument("--diagnose", type=int, default=0, metavar="ROWS",
+                   help="after the steps, time and profile one forward+backward of ROWS rows on the actor and on "
+                        "the critic (operator table, no trace)")
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -96,9 +99,60 @@ def main(argv: list[str] | None = None) -> int:
                 record["max_allocated_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
                 record["max_reserved_gb"] = round(torch.cuda.max_memory_reserved() / 2**30, 1)
             print(json.dumps(record), flush=True)
+        if args.diagnose:
+            diagnose(worker, args.diagnose, cfg, args.label)
     finally:
         worker.shutdown()
     return 0
+
+
+def diagnose(worker, rows: int, cfg, label: str) -> None:
+    """One micro-batch of `rows` ragged rows (prompts up to the limit, full responses): wall and GPU time of
+    forward+backward on the actor and on the critic as the update runs them, then the top operators."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.protocol import Batch
+    from engine.workers.forward import response_log_probs, response_values
+
+    prompt, resp = cfg.data.max_prompt_length, cfg.data.max_response_length
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randint(prompt // 5, prompt // 2, (rows,), generator=g)
+    am = torch.zeros(rows, prompt + resp, dtype=torch.long)
+    for i, p in enumerate(lens.tolist()):
+        am[i, prompt - p:] = 1
+    ids = torch.randint(0, 94, am.shape, generator=g) * am
+    mb = Batch({"input_ids": ids, "attention_mask": am, "position_ids": (am.cumsum(-1) - 1).clamp(min=0),
+                "responses": ids[:, prompt:], "response_mask": am[:, prompt:]}).to(worker.device)
+    from engine.workers.forward import trim_padding
+
+    mb = trim_padding(mb)
+    remove = cfg.actor_rollout_ref.model.use_remove_padding
+    passes = {"actor": lambda: response_log_probs(worker.actor_module, mb, 1.0, remove_padding=remove)[0].sum(),
+              "critic": lambda: response_values(worker.critic.module, mb, cfg.critic.model.use_remove_padding).sum()}
+    for role, fn in passes.items():
+        module = worker.actor_module if role == "actor" else worker.critic.module
+        module.train()
+        times = []
+        for _ in range(4):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            start.record()
+            fn().backward()
+            end.record()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0, start.elapsed_time(end) / 1e3))
+        module.zero_grad(set_to_none=True)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn().backward()
+            torch.cuda.synchronize()
+        module.zero_grad(set_to_none=True)
+        table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=60)
+        print(json.dumps({"label": label, "diagnose": role, "tokens": int(mb["attention_mask"].numel()),
+                          "wall_s": [round(a, 4) for a, _ in times[1:]], "gpu_s": [round(b, 4) for _, b in times[1:]]}),
+              flush=True)
+        print(table, flush=True)
 
 
 class _Null:

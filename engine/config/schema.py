@@ -152,7 +152,7 @@ class ActorConfig(Section):
     entropy_from_logits_with_chunking: bool = False
     use_kl_loss: bool = Field(False, description="KL to the reference as a loss term (GRPO style).",
                               json_schema_extra=ESSENTIAL)
-    use_torch_compile: bool = False
+    use_torch_compile: bool = Field(True, description="torch.compile the decoder layers (GPU only).")
     kl_loss_coef: float = Field(0.001, ge=0, json_schema_extra=ESSENTIAL)
     kl_loss_type: KLEstimator = Field("low_var_kl", description="k1/kl, k2/mse, k3/low_var_kl, abs; a '+' suffix "
                                  "(k3+) keeps the value and takes k2's unbiased gradient.")
@@ -170,7 +170,7 @@ class ActorConfig(Section):
 class RefConfig(Section):
     strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
-    use_torch_compile: bool = False
+    use_torch_compile: bool = Field(True, description="torch.compile the decoder layers (GPU only).")
     log_prob_micro_batch_size: Optional[int] = None
     log_prob_micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
     log_prob_use_dynamic_bsz: bool = False
@@ -420,6 +420,11 @@ class TrainerConfig(Extensible):
     ray_wait_register_center_timeout: int = 300
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="auto = cuda when present, else cpu.")
     seed: int = 1
+    auto_micro_batch: bool = Field(
+        True, description="GPU: where a role's micro-batch is far below what memory holds, run token-budget "
+                          "micro-batches sized from free GPU memory, with gradient checkpointing off when it is not "
+                          "needed (same loss for token-mean). The choice is logged; use_dynamic_bsz=True pins a "
+                          "role's budget, False here keeps every setting as written.")
     export_hf_model: bool = Field(True, description="Write the final actor as an HF model directory.")
     dashboard_url: Optional[str] = Field(None, description="Server URL for the dashboard logger.")
     profile_steps: list[int] = Field(default_factory=list,

@@ -38,7 +38,7 @@ def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
 
 
 def compile_layers(model) -> None:
-    """`use_torch_compile`: each decoder layer's forward goes through torch.compile (one compiled graph shared
+    """`use_torch_compile` (GPU only; on by default, as in verl): each decoder layer's forward goes through torch.compile (one compiled graph shared
     by the identical layers); the module call around it, with FSDP2's and checkpointing's hooks, stays eager."""
     from engine.workers.fsdp import decoder_layers
 
@@ -91,9 +91,33 @@ class TrainWorker:
         self.critic = self._build_critic() if cfg.critic.enable else None
         self.rollout = self._build_rollout()
         torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
+        micro = self._auto_micro_batches() if cfg.trainer.auto_micro_batch and self.device_type == "cuda" else None
         return {"rank": self.rank, "device": str(self.device),
                 "device_name": torch.cuda.get_device_name(0) if self.device_type == "cuda" else "cpu",
-                "n_params": sum(p.numel() for p in self.actor_module.parameters())}
+                "n_params": sum(p.numel() for p in self.actor_module.parameters()), "micro_batching": micro}
+
+    def _auto_micro_batches(self) -> str:
+        """trainer.auto_micro_batch (engine/workers/auto_micro.py): token budgets from free GPU memory and
+        checkpointing off where memory does not need it; the choice is printed and returned."""
+        from engine.workers import auto_micro
+
+        trainable = sum(p.numel() for p in self.actor_module.parameters())
+        if self.critic is not None:
+            trainable += sum(p.numel() for p in self.critic.module.parameters())
+        _, total = torch.cuda.mem_get_info()
+        chosen = auto_micro.plan(self.cfg, auto_micro.Shape.of(self.actor_module.config), total,
+                                 torch.cuda.memory_allocated(), trainable)
+        auto_micro.apply(self.cfg, chosen)
+        arr = self.cfg.actor_rollout_ref
+        self.actor.max_tokens = arr.actor.ppo_max_token_len_per_gpu if arr.actor.use_dynamic_bsz else None
+        for module, on in ((self.actor_module, arr.model.enable_gradient_checkpointing),
+                           (self.critic.module if self.critic else None, self.cfg.critic.model.enable_gradient_checkpointing)):
+            if module is not None and not on and getattr(module, "is_gradient_checkpointing", False):
+                module.gradient_checkpointing_disable()
+        text = chosen.describe()
+        if self.rank == 0:
+            print(f"[rlstudio] {text}", flush=True)
+        return text
 
     def _mixed_precision(self) -> tuple[torch.dtype, torch.dtype | None]:
         """(master weight dtype, compute dtype): fp32 masters; bf16 compute on GPU."""
@@ -152,7 +176,7 @@ class TrainWorker:
         if arr.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
-        if arr.actor.use_torch_compile:
+        if arr.actor.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
         self.actor_module = self._shard(model, arr.actor.fsdp_config, compute)
         optimizer = build_optimizer(self.actor_module.parameters(), arr.actor.optim, self.device_type)
@@ -165,7 +189,7 @@ class TrainWorker:
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
         model = self._load_lm(arr.model.path, arr.model, dtype=dtype, packed_key=self._packed_key("ref"))
         model.requires_grad_(False)
-        if arr.ref.use_torch_compile:
+        if arr.ref.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
         return self._shard(model, arr.ref.fsdp_config, None)
 

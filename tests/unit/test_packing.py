@@ -49,7 +49,8 @@ def load_critic(tiny_dir):
     """A value model as the worker builds it: the tiny LM with a (seeded) one-output token head."""
     packing.register()
     torch.manual_seed(0)
-    config = AutoConfig.from_pretrained(tiny_dir, num_labels=1, classifier_dropout=0.0)
+    config = AutoConfig.from_pretrained(tiny_dir, num_labels=1)
+    config.classifier_dropout = 0.0  # assigned as the worker does (a from_pretrained keyword is dropped: p=0.1)
     return AutoModelForTokenClassification.from_pretrained(tiny_dir, config=config, dtype=torch.float32,
                                                            attn_implementation=packing.ATTN_NAME)
 

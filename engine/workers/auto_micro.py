@@ -1,0 +1,174 @@
+"""Micro-batches sized from GPU memory (`trainer.auto_micro_batch`, on by default).
+
+`ppo_micro_batch_size_per_gpu=4` is a memory setting: with the default `token-mean` loss the gradient does not
+depend on how a mini-batch is cut into micro-batches (engine/workers/loss_weights.py), and forward passes have
+no loss at all. On a GPU with room for many times that, four rows per forward/backward leave the chip waiting
+on the CPU. So when a role's configured micro-batch is far below what fits, the role runs token-budget
+micro-batches instead (`use_dynamic_bsz` with a budget sized here), and gradient checkpointing is turned off
+when the budget without it is still large. Same math, different cut.
+
+The budget is an estimate, not a measurement: bytes per token from the model's shapes (the activations a
+decoder layer keeps for backward, the LM head's logits for response tokens), against the memory left once
+the weights, gradients, optimizer states and the rollout's KV cache are counted, with a safety margin.
+
+Pinned: a role with `use_dynamic_bsz=True` keeps its own budget; `trainer.auto_micro_batch=False` keeps every
+configured micro-batch and checkpointing setting as written. Loss modes whose value depends on the cut
+(anything but token-mean for updates) keep the configured micro-batches for the update.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+GB = 2**30
+SAFETY = 1.6            # bytes per token × this: allocator fragmentation, transient buffers, estimate error
+USABLE = 0.85           # share of the device's memory we plan to use at all
+MIN_NO_CHECKPOINT = 8192   # turn checkpointing off only if a micro-batch of at least this many tokens fits
+FAR_BELOW = 2           # apply when the budget holds at least this many of the configured micro-batches
+CAP = 65536             # no micro-batch above this many tokens (longer kernels gain nothing)
+SPLIT_FREE_LOSSES = ("token-mean",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    hidden: int
+    intermediate: int
+    layers: int
+    vocab: int
+    kv_dim: int  # key/value width per token and layer (heads × head_dim)
+
+    @classmethod
+    def of(cls, config) -> Shape:
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        return cls(config.hidden_size, getattr(config, "intermediate_size", 4 * config.hidden_size),
+                   config.num_hidden_layers, config.vocab_size, kv_heads * head_dim)
+
+
+def layer_activation_bytes(s: Shape) -> int:
+    """bf16 tensors one decoder layer keeps per token for backward: the two RMSNorms (fp32 input and bf16
+    output), q/k/v and their rotated copies, attention output, o_proj input (~24·hidden), and the MLP's
+    gate, up, activation and down-projection input (~8·intermediate)."""
+    return 24 * s.hidden + 8 * s.kv_dim + 8 * s.intermediate
+
+
+def head_bytes(s: Shape) -> int:
+    """Per response token through the LM head with gradients: bf16 logits and their gradient, fp32 softmax
+    statistics of the log-prob kernel (~8 bytes per vocabulary entry)."""
+    return 8 * s.vocab
+
+
+def train_bytes_per_token(s: Shape, checkpointing: bool, response_share: float, lm_head: bool) -> float:
+    per_layer = layer_activation_bytes(s)
+    # checkpointed: each layer keeps its input, and one layer at a time is recomputed in full
+    body = s.layers * 2 * s.hidden + per_layer if checkpointing else s.layers * per_layer
+    return SAFETY * (body + (response_share * head_bytes(s) if lm_head else 0))
+
+
+def forward_bytes_per_token(s: Shape, response_share: float, lm_head: bool) -> float:
+    """No gradients: one layer's transients, plus bf16 logits and fp32 log-softmax for response tokens."""
+    return SAFETY * (layer_activation_bytes(s) + (response_share * 10 * s.vocab if lm_head else 0))
+
+
+def kv_cache_bytes(s: Shape, rows: int, seq_len: int) -> int:
+    return rows * seq_len * s.layers * 2 * s.kv_dim * 2
+
+
+def budget(available: float, bytes_per_token: float) -> int:
+    """Tokens per micro-batch, rounded down to 1024 and capped."""
+    return int(min(CAP, max(0.0, available) / bytes_per_token) // 1024 * 1024)
+
+
+@dataclasses.dataclass
+class Plan:
+    """What was chosen, per phase: token budget or None (configured micro-batches); checkpointing per model."""
+    available_gb: float
+    budgets: dict[str, int | None]
+    checkpointing: dict[str, bool]
+    notes: list[str]
+
+    def describe(self) -> str:
+        parts = [f"{k}: {f'{v} tokens' if v else 'as configured'}" for k, v in self.budgets.items()]
+        parts += [f"{k} gradient checkpointing {'on' if v else 'off'}" for k, v in self.checkpointing.items()]
+        return (f"auto micro-batch ({self.available_gb:.0f} GB for activations): " + "; ".join(parts)
+                + (" — " + "; ".join(self.notes) if self.notes else "")
+                + ". Pin with use_dynamic_bsz=True + the *_max_token_len_per_gpu keys, or trainer.auto_micro_batch=False.")
+
+
+def plan(cfg, shape: Shape, total_bytes: float, used_bytes: float, trainable_params: int) -> Plan:
+    """Choose micro-batch token budgets and checkpointing for one worker.
+
+    total_bytes: the device's memory; used_bytes: what is allocated now (weights); trainable_params: actor +
+    critic parameters (their fp32 gradients and AdamW states are not allocated yet: 12 bytes each)."""
+    arr, critic, data = cfg.actor_rollout_ref, cfg.critic, cfg.data
+    prompt, response = data.max_prompt_length, data.max_response_length
+    seq = prompt + response
+    rows = data.train_batch_size * arr.rollout.n  # upper bound on one worker's generation batch
+    available = (USABLE * total_bytes - used_bytes - 12 * trainable_params - kv_cache_bytes(shape, rows, seq))
+    # the share of a padded micro-batch's tokens that are response tokens: at most response / (response + the
+    # shortest prompt); assume short prompts (a quarter of the limit) so the LM head is not underestimated
+    share = response / (response + max(1, prompt // 4))
+    notes: list[str] = []
+    budgets: dict[str, int | None] = {}
+    checkpointing: dict[str, bool] = {}
+
+    def far_below(micro: int | None, tokens: int) -> bool:
+        return bool(micro) and tokens >= FAR_BELOW * micro * seq
+
+    def update(role: str, section, gc_on: bool, lm_head: bool):
+        checkpointing[role] = gc_on
+        if section.use_dynamic_bsz:
+            budgets[f"{role}_update"] = None
+            notes.append(f"{role} update pinned (use_dynamic_bsz)")
+            return
+        if section.loss_agg_mode not in SPLIT_FREE_LOSSES:
+            budgets[f"{role}_update"] = None
+            notes.append(f"{role} update keeps its micro-batch ({section.loss_agg_mode} depends on the cut)")
+            return
+        free = budget(available, train_bytes_per_token(shape, False, share, lm_head))
+        if gc_on and free >= MIN_NO_CHECKPOINT:
+            checkpointing[role] = False
+            tokens = free
+        else:
+            tokens = budget(available, train_bytes_per_token(shape, gc_on, share, lm_head))
+        micro = section.ppo_micro_batch_size_per_gpu
+        budgets[f"{role}_update"] = tokens if far_below(micro, tokens) else None
+        if budgets[f"{role}_update"] is None:
+            checkpointing[role] = gc_on  # nothing changes for this role
+
+    def forward(name: str, section, micro: int | None, lm_head: bool):
+        if section.log_prob_use_dynamic_bsz if hasattr(section, "log_prob_use_dynamic_bsz") else section.use_dynamic_bsz:
+            budgets[name] = None
+            return
+        tokens = budget(available, forward_bytes_per_token(shape, share, lm_head))
+        budgets[name] = tokens if far_below(micro, tokens) else None
+
+    update("actor", arr.actor, arr.model.enable_gradient_checkpointing, lm_head=True)
+    forward("old_log_prob", arr.rollout, arr.rollout.log_prob_micro_batch_size_per_gpu, lm_head=True)
+    forward("ref", arr.ref, arr.ref.log_prob_micro_batch_size_per_gpu, lm_head=True)
+    if critic.enable:
+        update("critic", critic, critic.model.enable_gradient_checkpointing, lm_head=False)
+        forward("values", critic, critic.forward_micro_batch_size_per_gpu, lm_head=False)
+    return Plan(available / GB, budgets, checkpointing, notes)
+
+
+def apply(cfg, p: Plan) -> None:
+    """Write the plan into this worker's config (the roles read their micro-batching from it)."""
+    arr, critic = cfg.actor_rollout_ref, cfg.critic
+    b = p.budgets
+    if b.get("actor_update"):
+        arr.actor.use_dynamic_bsz, arr.actor.ppo_max_token_len_per_gpu = True, b["actor_update"]
+    if b.get("old_log_prob"):
+        arr.rollout.log_prob_use_dynamic_bsz, arr.rollout.log_prob_max_token_len_per_gpu = True, b["old_log_prob"]
+    if b.get("ref"):
+        arr.ref.log_prob_use_dynamic_bsz, arr.ref.log_prob_max_token_len_per_gpu = True, b["ref"]
+    if b.get("critic_update"):
+        critic.use_dynamic_bsz, critic.ppo_max_token_len_per_gpu = True, b["critic_update"]
+    # the critic's forward follows critic.use_dynamic_bsz too: give it its own budget only when the update also
+    # runs by tokens (one switch covers both in the schema)
+    if b.get("values") and critic.use_dynamic_bsz:
+        critic.forward_max_token_len_per_gpu = b["values"]
+    if "actor" in p.checkpointing:
+        arr.model.enable_gradient_checkpointing = p.checkpointing["actor"]
+    if "critic" in p.checkpointing:
+        critic.model.enable_gradient_checkpointing = p.checkpointing["critic"]

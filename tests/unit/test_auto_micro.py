@@ -1,0 +1,144 @@
+"""trainer.auto_micro_batch: the choice of token budgets and checkpointing from memory, and that the update it
+chooses is the configured micro-batch's update (same loss and grad norm)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from engine.bench.seed_run import seed_overrides
+from engine.config import build_config
+from engine.models.random import arch_config
+from engine.workers import auto_micro
+from engine.workers.actor import Actor
+from engine.workers.critic import Critic
+from engine.workers.optim import build_optimizer, build_scheduler
+from tests.unit.test_packing import load_critic, make_batch
+
+GB = 2**30
+H200 = 141 * GB
+QWEN05 = auto_micro.Shape.of(arch_config("qwen2.5-0.5b"))
+N_PARAMS = 494_032_768
+
+
+def seed_cfg(*extra):
+    return build_config(seed_overrides("/nonexistent/model", "/nonexistent/data", 3) + list(extra))
+
+
+def test_seed_command_on_an_h200_gets_token_budgets_and_no_checkpointing():
+    cfg = seed_cfg()
+    p = auto_micro.plan(cfg, QWEN05, H200, 5 * GB, 2 * N_PARAMS)
+    seq = 512 + 256
+    for phase in ("actor_update", "critic_update", "old_log_prob", "ref", "values"):
+        assert p.budgets[phase] and p.budgets[phase] >= 2 * 4 * seq, phase
+        assert p.budgets[phase] % 1024 == 0 and p.budgets[phase] <= auto_micro.CAP
+    # no vocabulary projection: the critic's tokens are cheaper than the actor's
+    assert p.budgets["critic_update"] > p.budgets["actor_update"]
+    assert p.checkpointing == {"actor": False, "critic": False}
+    text = p.describe()
+    assert f"actor_update: {p.budgets['actor_update']} tokens" in text and "checkpointing off" in text
+    assert "trainer.auto_micro_batch=False" in text
+    auto_micro.apply(cfg, p)
+    actor, critic = cfg.actor_rollout_ref.actor, cfg.critic
+    assert actor.use_dynamic_bsz and actor.ppo_max_token_len_per_gpu == p.budgets["actor_update"]
+    assert critic.use_dynamic_bsz and critic.ppo_max_token_len_per_gpu == p.budgets["critic_update"]
+    assert critic.forward_max_token_len_per_gpu == p.budgets["values"]
+    assert cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz
+    assert not cfg.actor_rollout_ref.model.enable_gradient_checkpointing
+    assert not cfg.critic.model.enable_gradient_checkpointing
+    # the micro-batch itself is kept (the loss weights never depended on it)
+    assert actor.ppo_micro_batch_size_per_gpu == 4
+
+
+def test_less_memory_keeps_checkpointing_then_the_configured_micro_batch():
+    cfg = seed_cfg()
+    # ~12 GB left for activations: too little without checkpointing, enough with it
+    p = auto_micro.plan(cfg, QWEN05, 48 * GB, 5 * GB, 2 * N_PARAMS)
+    assert p.checkpointing["actor"] is True and p.budgets["actor_update"]
+    free = auto_micro.budget(p.available_gb * GB, auto_micro.train_bytes_per_token(QWEN05, False, 0.67, True))
+    assert free < auto_micro.MIN_NO_CHECKPOINT
+    # nothing to spare: as configured, checkpointing as configured
+    p = auto_micro.plan(cfg, QWEN05, 30 * GB, 5 * GB, 2 * N_PARAMS)
+    assert p.budgets["actor_update"] is None and p.checkpointing["actor"] is True
+    before = cfg.model_dump()
+    auto_micro.apply(cfg, auto_micro.Plan(0.0, {"actor_update": None}, {"actor": True}, []))
+    assert cfg.model_dump() == before
+
+
+def test_pinned_and_cut_dependent_losses_are_left_alone():
+    cfg = seed_cfg("actor_rollout_ref.actor.use_dynamic_bsz=True",
+                   "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096",
+                   "critic.loss_agg_mode=seq-mean-token-sum-norm")
+    p = auto_micro.plan(cfg, QWEN05, H200, 5 * GB, 2 * N_PARAMS)
+    assert p.budgets["actor_update"] is None and p.budgets["critic_update"] is None
+    assert p.checkpointing == {"actor": True, "critic": True}
+    assert any("pinned" in n for n in p.notes) and any("seq-mean-token-sum-norm" in n for n in p.notes)
+    auto_micro.apply(cfg, p)
+    assert cfg.actor_rollout_ref.actor.ppo_max_token_len_per_gpu == 4096
+    assert not cfg.critic.use_dynamic_bsz
+
+
+def test_switch_exists_and_defaults_on():
+    assert seed_cfg().trainer.auto_micro_batch is True
+    assert seed_cfg("trainer.auto_micro_batch=False").trainer.auto_micro_batch is False
+
+
+# ---- the chosen update is the configured one: same loss, same grad norm (fp32, CPU, the tiny model) ----------
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from engine.models.tiny import ensure_tiny_model
+
+    return ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model")
+
+
+def tiny_cfg(tiny_dir):
+    return build_config([f"actor_rollout_ref.model.path={tiny_dir}", "data.train_batch_size=5",
+                         "data.max_prompt_length=7", "data.max_response_length=5",
+                         "actor_rollout_ref.actor.ppo_mini_batch_size=5",
+                         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+                         "critic.ppo_micro_batch_size_per_gpu=1", "trainer.device=cpu"])
+
+
+def update_batch():
+    b = make_batch(seed=3)
+    g = torch.Generator().manual_seed(4)
+    shape = b["responses"].shape
+    b.tensors.update(old_log_probs=-torch.rand(shape, generator=g) * 4, advantages=torch.randn(shape, generator=g),
+                     values=torch.randn(shape, generator=g), returns=torch.randn(shape, generator=g))
+    return b
+
+
+def test_tiny_model_auto_budget_gives_the_micro_batch_update(tiny_dir):
+    cfg = tiny_cfg(tiny_dir)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    critic_lm = load_critic(tiny_dir)
+    auto = copy.deepcopy(cfg)
+    p = auto_micro.plan(auto, auto_micro.Shape.of(lm.config), 2 * GB, 0, 2 * lm.num_parameters())
+    assert p.budgets["actor_update"] and p.budgets["critic_update"]
+    auto_micro.apply(auto, p)
+    batch = update_batch()
+    out = {}
+    for label, c in (("configured", cfg), ("auto", auto)):
+        torch.manual_seed(0)
+        model = copy.deepcopy(lm)
+        opt = build_optimizer(model.parameters(), c.actor_rollout_ref.actor.optim, "cpu")
+        actor = Actor(model, opt, build_scheduler(opt, c.actor_rollout_ref.actor.optim, 10),
+                      c.actor_rollout_ref.actor, temperature=1.0, rollout_n=1, world=1)
+        actor.max_tokens = c.actor_rollout_ref.actor.ppo_max_token_len_per_gpu if \
+            c.actor_rollout_ref.actor.use_dynamic_bsz else None
+        m_actor, _ = actor.update_policy(batch)
+        value_model = copy.deepcopy(critic_lm)
+        c.critic.ppo_mini_batch_size = 5
+        c_opt = build_optimizer(value_model.parameters(), c.critic.optim, "cpu")
+        critic = Critic(value_model, c_opt, build_scheduler(c_opt, c.critic.optim, 10), c.critic, rollout_n=1, world=1)
+        m_critic = critic.update_critic(batch)
+        out[label] = (m_actor, m_critic, torch.cat([q.detach().flatten() for q in model.parameters()]))
+    (a0, c0, w0), (a1, c1, w1) = out["configured"], out["auto"]
+    assert len(a0["actor/ppo_kl"]) == 5 and len(a1["actor/ppo_kl"]) == 1  # 5 micro-batches vs one
+    for key in ("actor/pg_loss", "actor/grad_norm"):
+        torch.testing.assert_close(torch.tensor(a1[key]), torch.tensor(a0[key]), rtol=1e-5, atol=1e-6)
+    for key in ("critic/vf_loss", "critic/grad_norm"):
+        torch.testing.assert_close(torch.tensor(c1[key]), torch.tensor(c0[key]), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w1, w0, rtol=1e-5, atol=1e-6)
