@@ -106,6 +106,11 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.rollout.disable_log_stats": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.enable_chunked_prefill": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.engine_kwargs.vllm": "engine/workers/rollout_vllm.py",
+    "reward_model.reward_manager": "engine/main_ppo.py",
+    "reward_model.reward_kwargs.max_resp_len": "engine/main_ppo.py",
+    "reward_model.reward_kwargs.overlong_buffer_cfg.enable": "engine/config/resolve.py",
+    "reward_model.reward_kwargs.overlong_buffer_cfg.*": "engine/reward/manager.py",
+    "algorithm.filter_groups.*": "engine/trainer/ppo_trainer.py",
     "actor_rollout_ref.rollout.engine_kwargs.hf": "engine/workers/rollout_hf.py",
     "algorithm.rollout_correction.rollout_*": "engine/trainer/rollout_mismatch.py",
     "algorithm.filter_groups.*": "engine/trainer/ppo_trainer.py",  # DAPO dynamic sampling

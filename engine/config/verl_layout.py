@@ -81,8 +81,8 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("reward_model.enable_resource_pool", _SERVED_RM), ("reward_model.n_gpus_per_node", _SERVED_RM),
     ("reward_model.nnodes", _SERVED_RM), ("reward_model.num_workers", _SERVED_RM),
     ("reward_model.reward_loop_*", _SERVED_RM),
-    ("reward.reward_manager.*", "only the naive reward manager (one score per response) is implemented; "
-                                "a custom scoring function: custom_reward_function.path/name"),
+    ("reward.reward_manager.*", "the reward managers are naive and dapo (reward.reward_manager.name); a custom "
+                                "scoring function: custom_reward_function.path/name"),
     ("reward.num_workers", "rewards are computed in the trainer process; no reward workers"),
     ("*.fsdp_config.use_orig_params", "FSDP2 has no use_orig_params (FSDP1 only)"),
     ("*.fsdp_config.seed", "the seed is trainer.seed"), ("*.fsdp.seed", "the seed is trainer.seed"),
@@ -128,7 +128,7 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("critic.model.custom_chat_template", "the critic reads the actor's tokens; no chat template of its own"),
     ("trainer.checkpoint_callback_class", "checkpoint callbacks are not supported"),
     ("ray_kwargs.ray_init.runtime_env*", "the Ray runtime environment is the job's (ray job submit --runtime-env)"),
-    ("algorithm.filter_groups.*", "dynamic sampling (DAPO's filter_groups) is not implemented yet"),
+    ("algorithm.filter_groups.max_inflight_gen_batches", "generation batches run one after another"),
     ("algorithm.rollout_correction.*", "rollout correction is not implemented yet"),
 )
 
