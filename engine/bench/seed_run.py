@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+import zlib
 
 
 def seed_overrides(model: str, data: str, steps: int) -> list[str]:
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         for step in range(1, args.steps + 1):
             trainer.global_step = step
             group.raw = {}
-            metrics, _ = trainer.train_step(next(loader))
+            metrics, samples = trainer.train_step(next(loader))
             record = {"label": args.label, "step": step}
             record.update({k: round(float(v), 3) for k, v in metrics.items() if k.startswith("timing_s/")})
             for k in ("perf/mfu/actor", "actor/pg_loss", "actor/grad_norm", "critic/vf_loss", "critic/grad_norm",
@@ -93,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
                       "prompt_length/mean"):
                 if k in metrics:
                     record[k] = float(metrics[k])
-            if step == 1:
+            if step == 1:  # the same rollouts in two configurations make their updates comparable
                 record["first_update"] = group.raw
+                text = "\x00".join(str(x.get("response")) for x in samples if x.get("split") == "train")
+                record["responses_crc32"] = zlib.crc32(text.encode("utf-8", "replace"))
             if cfg.trainer.device == "cuda":
                 record["max_allocated_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
                 record["max_reserved_gb"] = round(torch.cuda.max_memory_reserved() / 2**30, 1)
