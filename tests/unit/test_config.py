@@ -96,7 +96,7 @@ def test_unimplemented_verl_features_are_refused_by_name(override):
 
 
 def test_named_configs_validate():
-    for name in ("demo", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo"):
+    for name in ("demo", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo", "gsm8k_drgrpo", "gsm8k_gspo"):
         build_config([], config_name=name)
     demo = build_config(["trainer.total_training_steps=5"], config_name="demo")
     assert demo.trainer.total_training_steps == 5 and demo.algorithm.adv_estimator == "grpo"

@@ -77,3 +77,16 @@ def test_the_ui_form_gets_the_recipe_keys():
         props["RolloutCorrectionConfig"]["properties"])
     assert "gspo" in str(props["PolicyLossConfig"]["properties"]["loss_mode"])
     assert {"enable", "len", "penalty_factor", "log"} <= set(props["OverlongBufferConfig"]["properties"])
+
+
+def test_recipe_presets():
+    dapo = build_config([], config_name="gsm8k_dapo")
+    assert dapo.algorithm.filter_groups.enable and dapo.reward_model.reward_manager == "dapo"
+    assert dapo.reward_model.reward_kwargs.max_resp_len == 512
+    assert (dapo.actor_rollout_ref.actor.clip_ratio_high, dapo.actor_rollout_ref.actor.loss_agg_mode) == (
+        0.28, "token-mean")
+    dr = build_config([], config_name="gsm8k_drgrpo")
+    assert not dr.algorithm.norm_adv_by_std_in_grpo
+    assert dr.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-sum-norm"
+    gspo = build_config([], config_name="gsm8k_gspo")
+    assert gspo.actor_rollout_ref.actor.policy_loss.loss_mode == "gspo"
