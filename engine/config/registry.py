@@ -165,6 +165,7 @@ READ_BY: dict[str, str] = {
     "trainer.default_local_dir": "engine/trainer/ppo_trainer.py",
     "trainer.max_actor_ckpt_to_keep": "engine/trainer/checkpointing.py",
     "trainer.device": "engine/main_ppo.py",
+    "trainer.auto_micro_batch": "engine/workers/worker.py",
     "trainer.seed": "engine/main_ppo.py",
     "trainer.export_hf_model": "engine/trainer/ppo_trainer.py",
     "trainer.dashboard_url": "engine/loggers/dashboard.py",
