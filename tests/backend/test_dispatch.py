@@ -105,6 +105,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     assert not (Path(server.data_dir) / "runs" / str(long["id"])).exists()
 
 
+@pytest.mark.slow  # starts its own Ray head twice
 def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
     """No RLSTUDIO_RAY_ADDRESS: the server starts its own head, and stops it on shutdown; the run that was
     running is `lost`, with the reason, when the server starts again."""

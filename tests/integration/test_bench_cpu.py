@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.helpers import REPO, engine_env
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # each test is a whole engine run
 
 
 def run_bench(tmp_path, *args) -> list[dict]:

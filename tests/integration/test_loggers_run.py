@@ -21,6 +21,7 @@ def same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.slow  # a whole engine run
 def test_a_run_reaches_tensorboard_mlflow_and_wandb(tiny_model, arith_data, tmp_path):
     out = tmp_path / "run"
     args = base_args(tiny_model, arith_data, out, **{

@@ -7,7 +7,7 @@ import pytest
 from tests.integration.helpers import base_args, run_engine
 from tests.integration.test_train_cpu import read_metrics, train_steps
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # a whole engine run
 
 
 def test_ppo_packed_matches_the_rollout(tiny_model, arith_data, tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.helpers import base_args, engine_env
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # its own Ray head and a whole engine run
 RAY = str(Path(sys.executable).with_name("ray"))
 
 

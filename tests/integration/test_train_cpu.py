@@ -33,6 +33,7 @@ def train_steps(records: list[dict]) -> list[int]:
     return [r["step"] for r in records if "training/global_step" in r["data"]]
 
 
+@pytest.mark.slow  # two engine runs, one killed
 def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_data, tmp_path):
     out = tmp_path / "run"
     # 64 prompts / 16 per step = 4 steps per epoch; checkpoint at step 4 = the end of epoch 1.

