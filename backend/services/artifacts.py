@@ -9,7 +9,7 @@ from sqlmodel import Session, select
 
 from backend.models import Artifact, ArtifactPublic, Run
 
-STEP_DIR = re.compile(r"global_step_(\d+)$")
+STEP_DIR = re.compile(r"^global_step_(\d+)$")  # not .tmp_global_step_N (a save cut short)
 
 
 def checkpoint_dir(run: Run) -> Path | None:

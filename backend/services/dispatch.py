@@ -33,6 +33,21 @@ JOB_STATUS = {"PENDING": RunStatus.starting, "RUNNING": RunStatus.running, "SUCC
 IN_FLIGHT = (RunStatus.starting, RunStatus.running)
 
 
+# A head that has just started answers the job API before its job agent registers ("No available agent to
+# submit job, please try again later"), and a busy dashboard may drop a connection: a submission that failed
+# for such a reason is retried this long before the run fails.
+SUBMIT_RETRY_S = 120.0
+TRANSIENT = ("no available agent", "try again later", "connection aborted", "remotedisconnected",
+             "connection refused", "connection reset", "timed out", "status code 503")
+
+
+def _not_ready(exc: Exception) -> bool:
+    import requests
+
+    text = str(exc).lower()
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout)) or any(t in text for t in TRANSIENT)
+
+
 def _missing(exc: Exception) -> bool:
     text = str(exc).lower()
     return "does not exist" in text or "404" in text or "not found" in text
@@ -258,13 +273,23 @@ class Dispatcher:
             set_status(session, fresh, RunStatus.starting)
             session.commit()
         self.bus.notify()
-        try:
-            await asyncio.to_thread(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
-                                    runtime_env={"env_vars": env},
-                                    metadata={"rlstudio_run_id": str(run.id)})
-        except Exception as exc:  # noqa: BLE001 - the run failed to launch; say why
-            await self._finish(run.id, RunStatus.failed, f"Could not submit the Ray job: {exc}")
-            return
+        deadline = time.monotonic() + SUBMIT_RETRY_S
+        while True:
+            try:
+                await asyncio.to_thread(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
+                                        runtime_env={"env_vars": env},
+                                        metadata={"rlstudio_run_id": str(run.id)})
+                break
+            except Exception as exc:  # noqa: BLE001 - the run failed to launch; say why
+                text = str(exc).lower()
+                if "already exists" in text:  # an earlier attempt went through after all
+                    break
+                if _not_ready(exc) and time.monotonic() < deadline:
+                    log.info("run %s: Ray is not ready to take jobs yet (%s); trying again", run.id, exc)
+                    await asyncio.sleep(1.0)
+                    continue
+                await self._finish(run.id, RunStatus.failed, f"Could not submit the Ray job: {exc}")
+                return
         log.info("run %s submitted as Ray job %s", run.id, submission_id)
         self._followers[run.id] = asyncio.create_task(self._follow_logs(run.id, submission_id))
 

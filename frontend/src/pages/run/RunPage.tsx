@@ -43,6 +43,22 @@ function RunView({ run }: { run: RunPublic }) {
     }
   });
 
+  // a resumed run's charts start where its parent's stopped: draw the parent's history before them
+  const resumedFrom = run.parent_relation === "resume" && run.parent_id ? run.parent_id : null;
+  const parentStore = useLiveMetrics(resumedFrom ? [resumedFrom] : [], null, [], 1000);
+  const charted = useMemo(() => resumedFrom === null ? store : {
+    ...store,
+    byRun: new Map([...parentStore.byRun, ...store.byRun]),
+    version: store.version + parentStore.version,
+    epoch: store.epoch + parentStore.epoch,
+    loading: store.loading || parentStore.loading,
+    error: store.error ?? parentStore.error,
+  }, [store, parentStore, resumedFrom]);
+  const chartRuns = [
+    ...(resumedFrom ? [{ id: resumedFrom, name: `run ${resumedFrom} (resumed from)` }] : []),
+    { id: run.id, name: run.name || `run ${run.id}` },
+  ];
+
   // the newest step's samples, for the degenerate-answer alarm
   const latestSamples = useLatestSamples(run.id);
   const alarms = useMemo(() => {
@@ -95,14 +111,14 @@ function RunView({ run }: { run: RunPublic }) {
       <AlarmBanner alarms={alarms} runId={run.id} />
 
       <ChartControls options={options} onChange={setOptions} />
-      {store.loading ? <Loading what="Loading metrics" /> : store.error ? <ErrorBox error={store.error} /> :
+      {charted.loading ? <Loading what="Loading metrics" /> : charted.error ? <ErrorBox error={charted.error} /> :
         (store.byRun.get(run.id)?.size ?? 0) === 0 ? (
           <Empty title={active ? "Waiting for the first metrics…" : "This run logged no metrics."}>
             {active ? "Charts appear as soon as the first step finishes." : null}
           </Empty>
         ) : (
-          <MetricCharts store={store} runs={[{ id: run.id, name: run.name || `run ${run.id}` }]} options={options}
-            onPointClick={(_id, step) => navigate(`/runs/${run.id}/samples?step=${step}`)} />
+          <MetricCharts store={charted} runs={chartRuns} options={options}
+            onPointClick={(id, step) => navigate(`/runs/${id}/samples?step=${step}`)} />
         )}
       <p className="small muted">Click a point to open the samples of that step.</p>
 
