@@ -47,6 +47,7 @@ class DuplicatePortsOnce(LocalRayHead):
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # starts its own Ray head
 def test_failed_head_start_is_retried_once_with_new_ports(tmp_path, caplog):
     head = DuplicatePortsOnce(tmp_path / "data", num_cpus=1)
     with caplog.at_level(logging.WARNING, logger="rlstudio.ray_head"):
