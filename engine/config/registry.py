@@ -55,6 +55,7 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.actor.entropy_coeff": "engine/workers/actor.py",
     "actor_rollout_ref.actor.use_kl_loss": "engine/workers/actor.py",
     "actor_rollout_ref.*.use_torch_compile": "engine/workers/worker.py",
+    "critic.use_torch_compile": "engine/workers/worker.py",
     "actor_rollout_ref.actor.kl_loss_*": "engine/workers/actor.py",
     "*.ppo_epochs": "engine/workers/actor.py",
     "actor_rollout_ref.actor.shuffle": "engine/workers/actor.py",

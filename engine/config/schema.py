@@ -95,7 +95,9 @@ class ModelConfig(Section):
     override_config: dict[str, Any] = Field(default_factory=dict)
     enable_gradient_checkpointing: bool = True
     enable_activation_offload: bool = False
-    use_remove_padding: bool = False
+    use_remove_padding: Optional[bool] = Field(
+        None, description="Packed micro-batches without padding (varlen attention). Default (None): on with CUDA "
+                          "when the model supports it, off on CPU.")
     use_liger: bool = False
     use_fused_kernels: bool = False
     trust_remote_code: bool = False
@@ -242,7 +244,9 @@ class CriticModelConfig(Section):
     external_lib: Optional[str] = None
     enable_gradient_checkpointing: bool = True
     enable_activation_offload: bool = False
-    use_remove_padding: bool = False
+    use_remove_padding: Optional[bool] = Field(
+        None, description="Packed micro-batches without padding. Default (None): on with CUDA when the model "
+                          "supports it, off on CPU.")
     trust_remote_code: bool = False
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
     lora_rank: int = 0
@@ -271,6 +275,7 @@ class CriticConfig(Section):
     ulysses_sequence_parallel_size: int = 1
     ppo_epochs: Optional[int] = Field(None, description="Default: the actor's.")
     shuffle: bool = False
+    use_torch_compile: bool = Field(True, description="torch.compile the critic's decoder layers (GPU only).")
     grad_clip: float = 1.0
     cliprange_value: float = 0.5
     loss_agg_mode: LossAggMode = "token-mean"

@@ -53,6 +53,14 @@ class TrainWorker:
         self.device_type = device
         if device == "cpu":
             torch.set_num_threads(max(1, num_threads))
+        # use_remove_padding left unset: packed on GPU (faster where rows differ in length), padded on CPU; a model
+        # that cannot pack then falls back to padding instead of failing (see _load_lm)
+        self.auto_packing = set()
+        for role, model_cfg in (("actor", cfg.actor_rollout_ref.model), ("critic", cfg.critic.model)):
+            if model_cfg.use_remove_padding is None:
+                model_cfg.use_remove_padding = device == "cuda"
+                if device == "cuda":
+                    self.auto_packing.add(role)
         # Our forward passes only slice model outputs out of place, which this FSDP2 warning is about.
         warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
 
@@ -146,7 +154,15 @@ class TrainWorker:
         else:
             model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn)
         if packed_key:
-            packing.check_packable(type(model), model.config, packed_key)
+            role = "critic" if packed_key.startswith("critic.") else "actor"
+            try:
+                packing.check_packable(type(model), model.config, packed_key)
+            except ValueError:
+                if role not in self.auto_packing:
+                    raise
+                # packing was only the GPU default: this model runs padded (its attention name is SDPA outside
+                # packed calls, so the loaded model is right as it is)
+                (self.cfg.critic.model if role == "critic" else self.cfg.actor_rollout_ref.model).use_remove_padding = False
         return model
 
     def _packed_key(self, role: str) -> str:
@@ -200,6 +216,8 @@ class TrainWorker:
                               packed_key=self._packed_key("critic"))
         if c.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if c.use_torch_compile and self.device_type == "cuda":
+            compile_layers(model)  # eager, its small micro-batches were launch-bound: twice the actor's update time
         module = self._shard(model, c.model.fsdp_config, compute)
         optimizer = build_optimizer(module.parameters(), c.optim, self.device_type)
         scheduler = build_scheduler(optimizer, c.optim, self.total_steps)
