@@ -51,7 +51,7 @@ class Server:
         self.process: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
 
-    def start(self, timeout: float = 60.0) -> Server:
+    def start(self, timeout: float = 120.0) -> Server:  # generous: a loaded machine imports slowly
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([PY, "-m", "backend", "--port", str(self.port), "--data-dir",
