@@ -75,9 +75,11 @@ def test_logger_survives_server_kill9(server_factory, tmp_path):
     control.mkdir()
     proc = subprocess.Popen([sys.executable, str(script), server.url, str(spool), str(control)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
     line = proc.stdout.readline()
     while not line.startswith("RUN "):
-        assert line, "the logger script ended before creating its run"
+        assert line, "the logger script ended before creating its run:\n" + "".join(seen)
+        seen.append(line)
         line = proc.stdout.readline()
     run_id = int(line.split()[1])
 
