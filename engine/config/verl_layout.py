@@ -37,7 +37,7 @@ ALIASES: tuple[tuple[str, str], ...] = (
     # the dapo reward manager's kwargs (verl's DAPO scripts) before the custom function's
     ("reward.reward_kwargs.overlong_buffer_cfg.", "reward_model.reward_kwargs.overlong_buffer_cfg."),
     ("reward.reward_kwargs.max_resp_len", "reward_model.reward_kwargs.max_resp_len"),
-    ("reward.reward_kwargs", "custom_reward_function.reward_kwargs"),
+    ("reward.reward_kwargs.", "reward_model.reward_kwargs."),  # the reward manager's (DAPO's overlong buffer)
     ("reward.reward_manager.name", "reward_model.reward_manager"),
     ("reward.reward_model.model_path", "reward_model.model.path"),
     ("reward.reward_model.enable", "reward_model.enable"),

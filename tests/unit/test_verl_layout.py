@@ -74,6 +74,18 @@ def test_verl_09_grpo_example_resolves_with_its_gb200_extras():
     assert cfg.ray_init.num_gpus == 4 and cfg.actor_rollout_ref.rollout.n == 5 and not cfg.critic.enable
 
 
+def test_verl_09_dapo_reward_keys_resolve():
+    """The reward lines of verl 0.9.0's DAPO-style examples (e.g. examples/grpo_trainer/run_deepseek_v3_671b_megatron.sh)."""
+    cfg = build_config(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4", "data.max_response_length=64",
+                        "reward.reward_manager.name=dapo", "+reward.reward_kwargs.overlong_buffer_cfg.enable=True",
+                        "+reward.reward_kwargs.overlong_buffer_cfg.len=16",
+                        "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+                        "+reward.reward_kwargs.overlong_buffer_cfg.log=False", "+reward.reward_kwargs.max_resp_len=64"])
+    rm = cfg.reward_model
+    assert rm.reward_manager == "dapo" and rm.reward_kwargs.overlong_buffer_cfg.len == 16
+    assert rm.reward_kwargs.max_resp_len == 64
+
+
 def test_both_layouts_give_one_canonical_config():
     old = build_config(["critic.model.fsdp_config.param_offload=True", "critic.model.fsdp_config.optimizer_offload=True",
                         "ray_init.num_cpus=3", "custom_reward_function.name=score", "reward_model.enable=False",
