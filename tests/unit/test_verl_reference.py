@@ -48,7 +48,7 @@ def _inputs(seed: int, dtype=torch.float64):
             "index": index, "baselines": torch.randn(B, generator=g, dtype=dtype), "g": g}
 
 
-SEEDS = [0, 1, 2, 3]
+SEEDS = [0, 1, 2]
 
 
 # ---- advantage estimators ----------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_entropy_loss(mode):
 # ---- rollout correction (verl's rollout_corr_helper) -------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", SEEDS[:2])
+@pytest.mark.parametrize("seed", SEEDS[:1])
 @pytest.mark.parametrize("is_level, is_threshold, normalize", [
     (None, None, False), ("token", 2.0, False), ("token", 1.1, True), ("sequence", 2.0, False),
     ("sequence", "0.5_1.5", True), ("token", "0.8_1.25", False)])
