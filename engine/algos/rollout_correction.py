@@ -61,6 +61,16 @@ def importance_weights(log_ratio: torch.Tensor, response_mask: torch.Tensor, lev
         if mask.sum() > 1 else 0.0
     # effective sample size as a fraction of the tokens: 1 / E[(w / E[w])^2]
     m["rollout_is_eff_sample_size"] = 1.0 / masked_mean((capped / (mean + 1e-8)).square(), mask).item()
+    # per-sequence view: each row's mean weight
+    seq = masked_mean(weights, mask, dim=-1)
+    raw_seq = masked_mean(raw, mask, dim=-1)
+    m["rollout_is_seq_mean"] = seq.mean().item()
+    m["rollout_is_seq_std"] = seq.std().item() if seq.numel() > 1 else 0.0
+    m["rollout_is_seq_max"] = seq.max().item()
+    m["rollout_is_seq_min"] = seq.min().item()
+    m["rollout_is_seq_max_deviation"] = (seq - 1.0).abs().max().item()
+    m["rollout_is_seq_fraction_high"] = (raw_seq > upper).float().mean().item()
+    m["rollout_is_seq_fraction_low"] = (raw_seq < low).float().mean().item()
     if lower is not None:
         m["rollout_is_oob_ratio"] = masked_mean(((raw < lower) | (raw > upper)).to(mask.dtype), mask).item()
     if batch_normalize:
