@@ -7,6 +7,8 @@ import numpy as np
 import torch
 
 from engine.protocol import Batch
+from engine.trainer.rollout_mismatch import rollout_mismatch_metrics
+from engine.trainer.samples import group_advantage_stats
 
 # Peak dense bf16 FLOP/s by device name, for MFU (the datasheet figures MFU is conventionally quoted on).
 PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12}
@@ -90,3 +92,27 @@ def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
         count = sum(metrics["_entropy_count"])
         out["actor/entropy"] = sum(metrics["_entropy_sum"]) / count if count else math.nan
     return out
+
+
+def step_metrics(batch: Batch, log, reward, *, use_critic: bool, max_response_length: int, world: int,
+                 n_params: int | None, device_name: str | None, ppo_epochs: int) -> dict[str, float]:
+    """Everything a training step reports: the driver's metrics in `log`, the workers' reduced over workers,
+    the batch's data, timing, throughput and MFU, and a custom reward's numeric extras."""
+    metrics = dict(log.metrics)
+    metrics.update(reduce_worker_metrics(log.worker))
+    # rollout vs actor log-probs ({} for hf generate); the rollout correction's own rollout_corr/* win
+    metrics = rollout_mismatch_metrics(batch) | metrics
+    metrics.update(data_metrics(batch, use_critic, max_response_length))
+    metrics.update(group_advantage_stats(batch))
+    metrics.update(timing_metrics(log.timings, batch))
+    metrics.update(throughput_metrics(log.timings, batch, world))
+    if "update_actor" in log.timings and n_params:
+        tokens = int(batch["attention_mask"].sum().item()) * ppo_epochs
+        value = mfu(n_params, tokens, log.timings["update_actor"], device_name, world)
+        if value is not None:
+            metrics["perf/mfu/actor"] = value
+    for k, v in reward.extra.items():  # numeric extras of a custom reward become metrics
+        nums = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        if nums and len(nums) == len(v):
+            metrics[f"reward_extra/{k}/mean"] = sum(nums) / len(nums)
+    return metrics

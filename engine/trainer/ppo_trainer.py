@@ -3,12 +3,11 @@
     prompts → Rollout (generate) → Reward (score) → Actor (old log-probs) → Reference (ref log-probs)
             → Critic (values) → advantages → Critic update → Actor update → log
 
-Every call on a role goes through the worker group, which splits the batch over the data-parallel
-workers and joins the results.
+Every call on a role goes through its handle (engine/trainer/roles.py) and the worker group, which splits
+the batch over the data-parallel workers and joins the results.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -17,24 +16,18 @@ from collections import defaultdict
 
 import torch
 
-from engine.algos.advantages import compute_advantage
-from engine.algos.kl import apply_kl_penalty, make_kl_controller
+from engine.algos.kl import make_kl_controller
 from engine.config.resolve import world_size
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
+from engine.trainer.advantages import compute_advantages
 from engine.trainer.balance import balanced_order
 from engine.trainer.hold import hold_after
-from engine.trainer.metrics import data_metrics, mfu, reduce_worker_metrics, throughput_metrics, timing_metrics
-from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled, rollout_mismatch_metrics
-from engine.trainer.samples import build_samples, group_advantage_stats
-
-
-@contextlib.contextmanager
-def timed(name: str, timings: dict[str, float]):
-    start = time.perf_counter()
-    yield
-    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+from engine.trainer.metrics import step_metrics
+from engine.trainer.roles import Actor, Critic, Reference, Rollout, StepLog
+from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
+from engine.trainer.samples import build_samples
 
 
 class PPOTrainer:
@@ -45,7 +38,9 @@ class PPOTrainer:
         self.train_loader = train_loader
         self.val_dataset = val_dataset
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
-        self.wg = worker_group
+        self.wg = worker_group  # group-wide calls (checkpoints, export, memory); the roles below split batches
+        self.rollout, self.actor = Rollout(worker_group), Actor(worker_group)
+        self.reference, self.critic = Reference(worker_group), Critic(worker_group)
         self.logger = logger
         self.total_steps = total_steps
         self.world = world_size(cfg)
@@ -70,105 +65,55 @@ class PPOTrainer:
     # ---- one training step ---------------------------------------------------------------------------
     def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
         cfg, alg = self.cfg, self.cfg.algorithm
-        timings: dict[str, float] = {}
-        metrics: dict[str, float] = {}
-        worker_metrics: dict[str, list[float]] = defaultdict(list)
-
-        def merge(m):
-            for k, v in m.items():
-                worker_metrics[k].extend(v)
-
-        with timed("step", timings):
-            batch, reward = self._generate_and_score(prompts, timings)
-            if alg.filter_groups.enable:
-                batch, reward = self._keep_groups_with_signal(batch, reward, timings, metrics)
+        log = StepLog()
+        with log.phase("step"):
+            batch, reward = self.generate_and_score(prompts, log)
+            if alg.filter_groups.enable:  # DAPO dynamic sampling: more prompts until the batch is full
+                batch, reward = self.keep_groups_with_signal(batch, reward, log)
             if cfg.trainer.balance_batch and self.world > 1:  # equal token loads per worker
                 order = balanced_order(batch["attention_mask"].sum(-1).tolist(), self.world)
                 batch, reward = batch.index(order), reward.select(order)
-
             if not self.on_policy_update:
-                with timed("old_log_prob", timings):
-                    out, m = self.wg.dp_call("compute_log_prob", batch)
-                    batch = batch.union(out)
-                    merge(m)
-                if correction_enabled(alg.rollout_correction):
-                    metrics.update(apply_rollout_correction(batch, alg.rollout_correction))
-
+                with log.phase("old_log_prob"):
+                    batch = self.actor.compute_log_prob(batch, log)
+                if correction_enabled(alg.rollout_correction):  # needs the old and the rollout's log-probs
+                    log.metrics.update(apply_rollout_correction(batch, alg.rollout_correction))
             if self.use_reference:
-                with timed("ref", timings):
-                    out, _ = self.wg.dp_call("compute_ref_log_prob", batch)
-                    batch = batch.union(out)
-
+                with log.phase("ref"):
+                    batch = self.reference.compute_log_prob(batch, log)
             if self.use_critic:
-                with timed("values", timings):
-                    out, _ = self.wg.dp_call("compute_values", batch)
-                    batch = batch.union(out)
-
-            with timed("adv", timings):
-                mask = batch["response_mask"].float()
-                if alg.use_kl_in_reward:
-                    rewards, kl_metrics = apply_kl_penalty(batch["token_level_scores"], batch["old_log_probs"],
-                                                           batch["ref_log_prob"], mask, self.kl_ctrl, alg.kl_penalty)
-                    batch.tensors["token_level_rewards"] = rewards
-                    metrics.update(kl_metrics)
-                else:
-                    batch.tensors["token_level_rewards"] = batch["token_level_scores"]
-                advantages, returns = compute_advantage(
-                    alg.adv_estimator, token_level_rewards=batch["token_level_rewards"], response_mask=mask,
-                    values=batch.tensors.get("values"), index=batch["uid"], gamma=alg.gamma, lam=alg.lam,
-                    norm_adv_by_std_in_grpo=alg.norm_adv_by_std_in_grpo,
-                    reward_baselines=batch.tensors.get("reward_baselines"))
-                batch.tensors["advantages"] = advantages
-                batch.tensors["returns"] = returns
-
+                with log.phase("values"):
+                    batch = self.critic.compute_values(batch, log)
+            with log.phase("adv"):
+                batch, kl_metrics = compute_advantages(batch, alg, self.kl_ctrl)
+                log.metrics.update(kl_metrics)
             if self.use_critic:
-                with timed("update_critic", timings):
-                    _, m = self.wg.dp_call("update_critic", batch)
-                    merge(m)
-
+                with log.phase("update_critic"):
+                    batch = self.critic.update(batch, log)
             if self.global_step >= cfg.trainer.critic_warmup:
-                with timed("update_actor", timings):
-                    out, m = self.wg.dp_call("update_actor", batch)
-                    batch = batch.union(out)  # on-policy: the update reports the old log-probs it used
-                    merge(m)
-
-        metrics.update(reduce_worker_metrics(worker_metrics))
-        metrics.update(rollout_mismatch_metrics(batch) | metrics)  # rollout vs actor log-probs ({} for hf generate)
-        metrics.update(data_metrics(batch, self.use_critic, cfg.actor_rollout_ref.rollout.response_length))
-        metrics.update(group_advantage_stats(batch))
-        metrics.update(timing_metrics(timings, batch))
-        metrics.update(throughput_metrics(timings, batch, self.world))
-        if "update_actor" in timings and self.n_params:
-            tokens = int(batch["attention_mask"].sum().item()) * cfg.actor_rollout_ref.actor.ppo_epochs
-            value = mfu(self.n_params, tokens, timings["update_actor"], self.device_name, self.world)
-            if value is not None:
-                metrics["perf/mfu/actor"] = value
-        for k, v in reward.extra.items():  # numeric extras of a custom reward become metrics
-            nums = [x for x in v if isinstance(x, (int, float)) and not isinstance(x, bool)]
-            if nums and len(nums) == len(v):
-                metrics[f"reward_extra/{k}/mean"] = sum(nums) / len(nums)
+                with log.phase("update_actor"):
+                    batch = self.actor.update(batch, log)
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
-        return metrics, samples
+        return self.step_metrics(batch, log, reward), samples
 
-    def _generate_and_score(self, prompts: Batch, timings: dict[str, float]):
-        """n samples per prompt (one uid per prompt: GRPO groups) and their rewards."""
-        n, alg = self.cfg.actor_rollout_ref.rollout.n, self.cfg.algorithm
+    def generate_and_score(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
+        """n samples per prompt (one uid per prompt: GRPO groups) and their rewards (`token_level_scores`)."""
         prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
-        prompts = prompts.repeat_interleave(n)
+        prompts = prompts.repeat_interleave(self.cfg.actor_rollout_ref.rollout.n)
         prompts.info["global_step"] = self.global_step
-        with timed("gen", timings):
-            batch, _ = self.wg.dp_call("generate_sequences", prompts)
-        if alg.adv_estimator == "remax":
-            with timed("gen_max", timings):
-                baseline, _ = self.wg.dp_call("generate_sequences", prompts, validate=True)
+        with log.phase("gen"):
+            batch = self.rollout.generate(prompts, log)
+        if self.cfg.algorithm.adv_estimator == "remax":
+            with log.phase("gen_max"):  # the baseline: the reward of the greedy (validation-mode) answer
+                baseline = self.rollout.generate(prompts, validate=True)
                 batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
         batch.info["global_step"] = self.global_step
-        with timed("reward", timings):
+        with log.phase("reward"):
             reward = self.reward_fn(batch)
             batch.tensors["token_level_scores"] = reward.token_level_scores
         return batch, reward
 
-    def _keep_groups_with_signal(self, batch: Batch, reward, timings: dict[str, float], metrics: dict[str, float]):
+    def keep_groups_with_signal(self, batch: Batch, reward, log: StepLog):
         """DAPO dynamic sampling (algorithm.filter_groups): keep the groups whose metric differs between samples;
         generate from further prompts until train_batch_size groups are kept, then cut to exactly that many."""
         from engine.algos.dynamic_sampling import rows_with_signal
@@ -188,12 +133,18 @@ class PPOTrainer:
                     f"algorithm.filter_groups: {num_gen} generation batches gave {kept_groups} of {want} groups whose "
                     f"samples score differently (max_num_gen_batches={fg.max_num_gen_batches}); the data may be too "
                     "easy or too hard for the model: raise max_num_gen_batches (<= 0: no limit) or change the data")
-            batch, reward = self._generate_and_score(next(self.train_loader), timings)
+            batch, reward = self.generate_and_score(next(self.train_loader), log)
         rows = list(range(want * self.cfg.actor_rollout_ref.rollout.n))
         batch, reward = Batch.concat(kept_batches).index(rows), RewardResult.concat(kept_rewards).select(rows)
-        metrics["train/num_gen_batches"] = num_gen
-        metrics["train/kept_group_fraction"] = kept_groups / seen_groups
+        log.metrics["train/num_gen_batches"] = num_gen
+        log.metrics["train/kept_group_fraction"] = kept_groups / seen_groups
         return batch, reward
+
+    def step_metrics(self, batch: Batch, log: StepLog, reward: RewardResult) -> dict[str, float]:
+        cfg = self.cfg.actor_rollout_ref
+        return step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
+                            max_response_length=cfg.rollout.response_length, n_params=self.n_params,
+                            device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
 
     # ---- validation ----------------------------------------------------------------------------------
     def validate(self) -> tuple[dict[str, float], list[dict]]:
@@ -212,12 +163,7 @@ class PPOTrainer:
             items = [self.val_dataset[i] for i in range(lo, min(lo + size, len(self.val_dataset)))]
             prompts = collate(items, self.val_dataset.pad_token_id)
             prompts.meta["uid"] = _object_array([f"val-{p}" for p in prompts["prompt_index"]])
-            prompts = prompts.repeat_interleave(n_val)
-            # pad so that the chunks split evenly over the workers, then drop the padding
-            pad = (-len(prompts)) % self.world
-            padded = Batch.concat([prompts, prompts.slice(0, pad)]) if pad else prompts
-            out, _ = self.wg.dp_call("generate_sequences", padded, validate=True)
-            out = out.slice(0, len(prompts))
+            out = self.rollout.generate(prompts.repeat_interleave(n_val), validate=True)
             reward = self.val_reward_fn(out)
             out.tensors["token_level_scores"] = reward.token_level_scores
             for src, s in zip(out["data_source"], reward.scores):
@@ -256,9 +202,9 @@ class PPOTrainer:
                 metrics.update(val_metrics)
                 samples.extend(val_samples)
             if tr.save_freq > 0 and (self.global_step % tr.save_freq == 0 or last):
-                with timed("save_checkpoint", metrics_timings := {}):
-                    checkpointing.save(self)
-                metrics["timing_s/save_checkpoint"] = metrics_timings["save_checkpoint"]
+                start = time.perf_counter()
+                checkpointing.save(self)
+                metrics["timing_s/save_checkpoint"] = time.perf_counter() - start
             if self.global_step == 1 or last:
                 for stats in self.wg.all_call("memory_stats")[:1]:
                     metrics.update(stats)

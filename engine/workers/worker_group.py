@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 import ray
+import torch
 
 from engine.protocol import Batch
 
@@ -79,10 +80,20 @@ class WorkerGroup:
         return ray.get(getattr(self.workers[0], method).remote(*args, **kwargs))
 
     def dp_call(self, method: str, batch: Batch, **kwargs) -> tuple[Batch, dict[str, list[float]]]:
-        """Split `batch` over workers; each returns (Batch, metrics). Returns the joined batch and metrics."""
+        """Split `batch` over workers; each returns (Batch, metrics). Returns the joined batch and metrics.
+
+        A batch that does not divide by the worker count (validation sets) is padded with copies of its first
+        rows so every worker gets the same number, and the padding's rows are dropped from the result.
+        (Training batches always divide: the config check requires it, so no update sees a padded row.)"""
+        n = len(batch)
+        pad = (-n) % self.world
+        if pad:
+            batch = batch.index(torch.arange(n + pad) % n)
         chunks = batch.chunk(self.world)
         results = ray.get([getattr(w, method).remote(c, **kwargs) for w, c in zip(self.workers, chunks)])
         out = Batch.concat([r[0] for r in results])
+        if pad and len(out):
+            out = out.slice(0, n)
         metrics: dict[str, list[float]] = {}
         for _, m in results:
             for k, v in (m or {}).items():
