@@ -1,14 +1,13 @@
-"""Database engine, sessions and migrations (Alembic, applied on start; never create_all)."""
+"""Database engine and migrations (Alembic, applied on start; never create_all)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, create_engine
+from sqlmodel import create_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -43,8 +42,3 @@ def upgrade(url: str) -> None:
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(url), "head")
-
-
-def session_scope(engine: Engine) -> Iterator[Session]:
-    with Session(engine, expire_on_commit=False) as session:
-        yield session

@@ -35,8 +35,8 @@ def resolve_path(value: str) -> str:
 
 def resolve_builtins(cfg) -> None:
     """Replace every builtin: path in the config (model paths, data files) by a real local path."""
-    arr = cfg.actor_rollout_ref
-    arr.model.path = resolve_path(arr.model.path)
+    actor_rollout_ref = cfg.actor_rollout_ref
+    actor_rollout_ref.model.path = resolve_path(actor_rollout_ref.model.path)
     cfg.critic.model.path = resolve_path(cfg.critic.model.path)
     if cfg.data.tokenizer:
         cfg.data.tokenizer = resolve_path(cfg.data.tokenizer)

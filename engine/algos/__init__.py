@@ -18,12 +18,11 @@ from engine.algos.kl import (
     kl_penalty,
     make_kl_controller,
 )
-from engine.algos.logprob import entropy_from_logits, logprobs_from_logits
+from engine.algos.logprob import logprobs_and_entropy
 from engine.algos.losses import (
     LOSS_AGG_MODES,
     POLICY_LOSSES,
     agg_loss,
-    compute_entropy_loss,
     compute_policy_loss,
     compute_value_loss,
     get_policy_loss,
@@ -41,15 +40,13 @@ __all__ = [
     "agg_loss",
     "apply_kl_penalty",
     "compute_advantage",
-    "compute_entropy_loss",
     "compute_group_stats",
     "compute_policy_loss",
     "compute_value_loss",
-    "entropy_from_logits",
     "get_adv_estimator",
     "get_policy_loss",
     "kl_penalty",
-    "logprobs_from_logits",
+    "logprobs_and_entropy",
     "make_kl_controller",
     "masked_mean",
     "masked_sum",

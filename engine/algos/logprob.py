@@ -1,4 +1,4 @@
-"""Label log-probs and entropies from logits without a full-batch fp32 log_softmax.
+"""Label log-probs and entropies from logits without a full-batch fp32 log_softmax: `logprobs_and_entropy`.
 
 Logits are [..., V] in any float dtype (usually bf16). A naive `log_softmax(logits.float())` makes an fp32
 copy of the whole [B, T, V] tensor (and autograd keeps it for backward). Here the work runs over chunks
@@ -26,86 +26,6 @@ def _chunks(n: int, chunk_size: int):
 def _softmax_times_logits(probs: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     # p * l with p == 0 giving 0, so -inf logits (masked vocabulary) do not turn into 0 * -inf = NaN.
     return torch.where(probs > 0, probs * logits, torch.zeros_like(probs))
-
-
-class _LabelLogProb(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, chunk_size: int) -> torch.Tensor:
-        n = logits.shape[0]
-        out = torch.empty(n, dtype=torch.float32, device=logits.device)
-        lse = torch.empty(n, dtype=torch.float32, device=logits.device)
-        for start, end in _chunks(n, chunk_size):
-            chunk = logits[start:end].float()
-            chunk_lse = torch.logsumexp(chunk, dim=-1)
-            lse[start:end] = chunk_lse
-            out[start:end] = chunk.gather(-1, labels[start:end, None]).squeeze(-1) - chunk_lse
-        ctx.save_for_backward(logits, labels, lse)
-        ctx.chunk_size = chunk_size
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: torch.Tensor):
-        logits, labels, lse = ctx.saved_tensors
-        grad_logits = torch.empty_like(logits)
-        grad_out = grad_out.float()
-        for start, end in _chunks(logits.shape[0], ctx.chunk_size):
-            g = grad_out[start:end, None]
-            probs = torch.exp(logits[start:end].float() - lse[start:end, None])
-            # d log p_y / d l_j = 1[j == y] - p_j
-            chunk_grad = -probs * g
-            chunk_grad.scatter_add_(-1, labels[start:end, None], g)
-            grad_logits[start:end] = chunk_grad.to(logits.dtype)
-        return grad_logits, None, None
-
-
-class _Entropy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits: torch.Tensor, chunk_size: int) -> torch.Tensor:
-        n = logits.shape[0]
-        entropy = torch.empty(n, dtype=torch.float32, device=logits.device)
-        lse = torch.empty(n, dtype=torch.float32, device=logits.device)
-        for start, end in _chunks(n, chunk_size):
-            chunk = logits[start:end].float()
-            chunk_lse = torch.logsumexp(chunk, dim=-1)
-            probs = torch.exp(chunk - chunk_lse[:, None])
-            lse[start:end] = chunk_lse
-            entropy[start:end] = chunk_lse - _softmax_times_logits(probs, chunk).sum(-1)
-        ctx.save_for_backward(logits, lse, entropy)
-        ctx.chunk_size = chunk_size
-        return entropy
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: torch.Tensor):
-        logits, lse, entropy = ctx.saved_tensors
-        grad_logits = torch.empty_like(logits)
-        grad_out = grad_out.float()
-        for start, end in _chunks(logits.shape[0], ctx.chunk_size):
-            chunk = logits[start:end].float()
-            probs = torch.exp(chunk - lse[start:end, None])
-            # dH / d l_j = -p_j * (l_j - E_p[l]),  with E_p[l] = lse - H
-            expected_logit = (lse[start:end] - entropy[start:end])[:, None]
-            chunk_grad = -_softmax_times_logits(probs, chunk - expected_logit) * grad_out[start:end, None]
-            grad_logits[start:end] = chunk_grad.to(logits.dtype)
-        return grad_logits, None
-
-
-def logprobs_from_logits(
-    logits: torch.Tensor, labels: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE
-) -> torch.Tensor:
-    """log softmax(logits)[label] per position: logits [..., V], labels [...] (ints in [0, V)) -> fp32 [...]."""
-    if logits.shape[:-1] != labels.shape:
-        raise ValueError(f"labels shape {tuple(labels.shape)} does not match logits {tuple(logits.shape)}[:-1]")
-    flat_logits = logits.reshape(-1, logits.shape[-1])
-    flat_labels = labels.reshape(-1).to(device=logits.device, dtype=torch.long)
-    return _LabelLogProb.apply(flat_logits, flat_labels, chunk_size).reshape(labels.shape)
-
-
-def entropy_from_logits(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
-    """Entropy of softmax(logits) per position: logits [..., V] -> fp32 [...]."""
-    flat_logits = logits.reshape(-1, logits.shape[-1])
-    return _Entropy.apply(flat_logits, chunk_size).reshape(logits.shape[:-1])
 
 
 def _chunk_forward(chunk: torch.Tensor, labels: torch.Tensor, inv_temp: float, with_entropy: bool):

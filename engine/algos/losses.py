@@ -202,8 +202,3 @@ def compute_value_loss(
     with torch.no_grad():
         vf_clipfrac = masked_mean((clipped_loss > unclipped_loss).to(mask.dtype), mask)
     return vf_loss, vf_clipfrac
-
-
-def compute_entropy_loss(entropy: torch.Tensor, response_mask: torch.Tensor, loss_agg_mode: str) -> torch.Tensor:
-    """Aggregated per-token entropy (the trainer subtracts coef * this from the policy loss)."""
-    return agg_loss(entropy, response_mask, loss_agg_mode)

@@ -1,7 +1,7 @@
 """python -m engine.bench --workload w1 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants] [--steps 3]
 [key=value ...]
 
-Runs the workload's train step through the real engine (the config, Ray worker group, TrainWorker and
+Runs the workload's train step through the real engine (the config, worker group, TrainWorker and
 PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
 workload's), then optionally TRL's GRPOTrainer and the plain-transformers anchors on the identical workload
 in the same invocation. stdout gets one JSON line per result (per engine phase, memory, TRL, ratio);

@@ -1,5 +1,6 @@
-"""A workload through the real engine: the config a training run would build, the same Ray worker group of
-`TrainWorker`s, and `PPOTrainer.train_step` — timed per phase by the trainer's own timers."""
+"""A workload through the real engine: the config a training run would build, the same worker group
+(engine/workers/launch.py: one `TrainWorker`, in this process unless `ray_init.mode=ray`), and
+`PPOTrainer.train_step`, timed per phase by the trainer's own timers."""
 from __future__ import annotations
 
 import statistics
@@ -69,12 +70,10 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     from transformers import AutoTokenizer
 
     from engine.config import build_config
-    from engine.main_ppo import start_ray
     from engine.reward.manager import RewardManager
     from engine.trainer.ppo_trainer import PPOTrainer
-    from engine.workers.worker import TrainWorker
+    from engine.workers.launch import start_workers
     from engine.workers.profiling import profile_root
-    from engine.workers.worker_group import WorkerGroup, plan_resources
 
     model = model_dir(w)
     total = warmup + steps
@@ -82,18 +81,15 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir  # trainer.profile_steps=[N]
     tokenizer = AutoTokenizer.from_pretrained(model)
     reward_fn = RewardManager(tokenizer, bench_score)
-    owns_ray = start_ray(cfg)
-    wg = None
+    workers = None
     records: list[dict] = []
     try:
         t0 = time.perf_counter()
-        resources = plan_resources(1, device, 1, 1)
-        wg = WorkerGroup(TrainWorker, 1, resources, init_args=(cfg, total, device, resources["num_cpus"]))
-        addr, port = wg.rank0_call("address")
-        uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
-        info = wg.all_call("init", addr, port, uses_ref)[0]
-        log({"event": "engine_ready", "seconds": round(time.perf_counter() - t0, 1), **info})
-        trainer = PPOTrainer(cfg, tokenizer, None, None, reward_fn, reward_fn, wg, _NullLogger(), total,
+        workers = start_workers(cfg, total, device)  # one worker: in this process unless ray_init.mode=ray
+        info = workers.info
+        log({"event": "engine_ready", "seconds": round(time.perf_counter() - t0, 1), "launcher": workers.launcher,
+             **info})
+        trainer = PPOTrainer(cfg, tokenizer, None, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
                              device_name=info.get("device_name"), n_params=info.get("n_params"))
         for step in range(total):
             trainer.global_step = step + 1
@@ -104,18 +100,10 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
             records.append(metrics)
             log({"event": "step", "step": step + 1, "warmup": step < warmup,
                  **{k: round(v, 4) for k, v in metrics.items() if k.startswith(("timing_s/", "perf/mfu"))}})
-        memory = wg.all_call("memory_stats")[0]
+        memory = workers.group.all_call("memory_stats")[0]
     finally:
-        if wg is not None:
-            try:
-                wg.all_call("shutdown")
-            except Exception:  # noqa: BLE001
-                pass
-            wg.shutdown()
-        if owns_ray:
-            import ray
-
-            ray.shutdown()
+        if workers is not None:
+            workers.stop()
     return summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
 
 

@@ -30,24 +30,20 @@ def seed_overrides(model: str, data: str, steps: int) -> list[str]:
             f"trainer.total_training_steps={steps}"]
 
 
-class LocalGroup:
-    """WorkerGroup's interface over one in-process worker; keeps the raw per-mini-batch update metrics."""
+def recording_group(worker_cls, init_args):
+    """An in-process worker group that also keeps the raw per-mini-batch update metrics (in `.raw`)."""
+    from engine.workers.worker_group import InProcessWorkerGroup
 
-    def __init__(self, worker):
-        self.worker, self.world, self.raw = worker, 1, {}
+    class RecordingGroup(InProcessWorkerGroup):
+        raw: dict = {}
 
-    def all_call(self, method: str, *args, **kwargs):
-        return [getattr(self.worker, method)(*args, **kwargs)]
+        def dp_call(self, method: str, batch, **kwargs):
+            out, metrics = super().dp_call(method, batch, **kwargs)
+            if method.startswith("update_"):
+                self.raw.update({k: v for k, v in metrics.items() if k.endswith(("pg_loss", "vf_loss", "grad_norm"))})
+            return out, metrics
 
-    def rank0_call(self, method: str, *args, **kwargs):
-        return getattr(self.worker, method)(*args, **kwargs)
-
-    def dp_call(self, method: str, batch, **kwargs):
-        out, m = getattr(self.worker, method)(batch, **kwargs)
-        metrics = {k: v if isinstance(v, list) else [v] for k, v in (m or {}).items()}
-        if method.startswith("update_"):
-            self.raw.update({k: v for k, v in metrics.items() if k.endswith(("pg_loss", "vf_loss", "grad_norm"))})
-        return out, metrics
+    return RecordingGroup(worker_cls, init_args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,10 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg.trainer.device = pick_device(cfg)
     tokenizer, loader, val_ds, reward_fn, total = prepare(cfg)
     t0 = time.perf_counter()
-    worker = TrainWorker(0, 1, cfg, total, cfg.trainer.device)
+    group = recording_group(TrainWorker, (cfg, total, cfg.trainer.device))
     uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
-    info = worker.init("127.0.0.1", free_port(), uses_ref)
-    group = LocalGroup(worker)
+    info = group.all_call("init", "127.0.0.1", free_port(), uses_ref)[0]
     trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, reward_fn, group, _Null(), total,
                          device_name=info.get("device_name"), n_params=info.get("n_params"))
     print(json.dumps({"label": args.label, "event": "ready", "seconds": round(time.perf_counter() - t0, 1),
@@ -103,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                 record["max_reserved_gb"] = round(torch.cuda.max_memory_reserved() / 2**30, 1)
             print(json.dumps(record), flush=True)
         if args.diagnose:
-            diagnose(worker, args.diagnose, cfg, args.label)
+            diagnose(group.workers[0], args.diagnose, cfg, args.label)
     finally:
-        worker.shutdown()
+        group.all_call("shutdown")
     return 0
 
 

@@ -81,8 +81,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
 
     refuse_unsupported(cfg, all_keys())  # every key works or is refused (engine/config/registry.py)
     cfg = cfg.model_copy(deep=True)
-    data, arr, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
-    actor, rollout, ref, critic = arr.actor, arr.rollout, arr.ref, cfg.critic
+    data, actor_rollout_ref, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
+    actor, rollout, ref, critic = actor_rollout_ref.actor, actor_rollout_ref.rollout, actor_rollout_ref.ref, cfg.critic
     n = rollout.n
     world = world_size(cfg)
 
@@ -120,7 +120,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of the same prompt: set "
                           f"actor_rollout_ref.rollout.n to 2 or more (e.g. 8); it is {n}.")
-    critic.model.path = critic.model.path or arr.model.path
+    critic.model.path = critic.model.path or actor_rollout_ref.model.path
     critic.ppo_mini_batch_size = critic.ppo_mini_batch_size or actor.ppo_mini_batch_size
     critic.ppo_epochs = critic.ppo_epochs or actor.ppo_epochs
     critic.loss_scale_factor = critic.loss_scale_factor or actor.loss_scale_factor

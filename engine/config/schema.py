@@ -438,6 +438,10 @@ class TrainerConfig(Extensible):
 
 
 class RayInitConfig(Section):
+    mode: Literal["auto", "ray", "in_process"] = Field(
+        "auto", description="Where the workers run. in_process: one worker inside the driver, no Ray; ray: one Ray "
+                            "actor per worker; auto: in_process for one worker when no cluster address is set, "
+                            "Ray otherwise.")
     num_cpus: Optional[int] = None
     num_gpus: Optional[int] = Field(None, description="GPUs of the local Ray this run starts; default: all.")
     address: Optional[str] = Field(None, description="Existing cluster; default: RAY_ADDRESS or a local Ray.")

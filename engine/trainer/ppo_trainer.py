@@ -25,7 +25,7 @@ from engine.trainer.advantages import compute_advantages
 from engine.trainer.balance import balanced_order
 from engine.trainer.hold import hold_after
 from engine.trainer.metrics import step_metrics
-from engine.trainer.roles import Actor, Critic, Reference, Rollout, StepLog
+from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RolloutRole, StepLog
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
 from engine.trainer.samples import build_samples
 
@@ -39,8 +39,8 @@ class PPOTrainer:
         self.val_dataset = val_dataset
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         self.wg = worker_group  # group-wide calls (checkpoints, export, memory); the roles below split batches
-        self.rollout, self.actor = Rollout(worker_group), Actor(worker_group)
-        self.reference, self.critic = Reference(worker_group), Critic(worker_group)
+        self.rollout, self.actor = RolloutRole(worker_group), ActorRole(worker_group)
+        self.reference, self.critic = ReferenceRole(worker_group), CriticRole(worker_group)
         self.logger = logger
         self.total_steps = total_steps
         self.world = world_size(cfg)

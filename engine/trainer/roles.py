@@ -1,9 +1,9 @@
-"""The trainer's handles on the worker roles: `Rollout`, `Actor`, `Reference`, `Critic`.
+"""The trainer's handles on the worker roles: `RolloutRole`, `ActorRole`, `ReferenceRole`, `CriticRole`.
 
 Each method names one thing a role does, sends the batch through the worker group (which splits it over the
 data-parallel workers and joins the results), adds what the workers computed to the batch, and records the
-workers' metrics in the step's `StepLog`. The worker side of each call is the `TrainWorker` method of the
-same name in engine/workers/worker.py.
+workers' metrics in the step's `StepLog`. The worker side of each call is the `TrainWorker` method named in
+its `_call` (engine/workers/worker.py).
 """
 from __future__ import annotations
 
@@ -47,13 +47,13 @@ class _Role:
         return out
 
 
-class Rollout(_Role):
+class RolloutRole(_Role):
     def generate(self, prompts: Batch, log: StepLog | None = None, validate: bool = False) -> Batch:
         """Sample responses (rollout.val_kwargs when `validate`); returns the prompts with their responses."""
         return self._call("generate_sequences", prompts, log, validate=validate)
 
 
-class Actor(_Role):
+class ActorRole(_Role):
     def compute_log_prob(self, batch: Batch, log: StepLog) -> Batch:
         """Adds `old_log_probs` and `entropys` under the current weights."""
         return batch.union(self._call("compute_log_prob", batch, log))
@@ -63,13 +63,13 @@ class Actor(_Role):
         return batch.union(self._call("update_actor", batch, log))
 
 
-class Reference(_Role):
+class ReferenceRole(_Role):
     def compute_log_prob(self, batch: Batch, log: StepLog) -> Batch:
         """Adds `ref_log_prob` under the frozen reference weights."""
         return batch.union(self._call("compute_ref_log_prob", batch, log))
 
 
-class Critic(_Role):
+class CriticRole(_Role):
     def compute_values(self, batch: Batch, log: StepLog) -> Batch:
         """Adds `values`."""
         return batch.union(self._call("compute_values", batch, log))

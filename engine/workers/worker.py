@@ -90,9 +90,10 @@ class TrainWorker:
         dist.init_process_group(backend, rank=self.rank, world_size=self.world,
                                 init_method=f"tcp://{master_addr}:{master_port}")
         self.mesh = init_device_mesh(self.device_type, (self.world,))
-        arr = cfg.actor_rollout_ref
-        self.tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or arr.model.path),
-                                                       trust_remote_code=arr.model.trust_remote_code)
+        actor_rollout_ref = cfg.actor_rollout_ref
+        tokenizer_path = os.path.expanduser(cfg.data.tokenizer or actor_rollout_ref.model.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path,
+                                                       trust_remote_code=actor_rollout_ref.model.trust_remote_code)
         torch.manual_seed(cfg.trainer.seed)  # identical initial weights (e.g. a new value head) on every rank
         self.actor = self._build_actor()
         self.ref_module = self._build_reference() if uses_ref else None
@@ -116,9 +117,9 @@ class TrainWorker:
         chosen = auto_micro.plan(self.cfg, auto_micro.Shape.of(self.actor_module.config), total,
                                  torch.cuda.memory_allocated(), trainable)
         auto_micro.apply(self.cfg, chosen)
-        arr = self.cfg.actor_rollout_ref
-        self.actor.max_tokens = arr.actor.ppo_max_token_len_per_gpu if arr.actor.use_dynamic_bsz else None
-        for module, on in ((self.actor_module, arr.model.enable_gradient_checkpointing),
+        # the actor's and critic's micro-batch sizes follow the config (UpdatedModel reads them at each update)
+        actor_rollout_ref = self.cfg.actor_rollout_ref
+        for module, on in ((self.actor_module, actor_rollout_ref.model.enable_gradient_checkpointing),
                            (self.critic.module if self.critic else None, self.cfg.critic.model.enable_gradient_checkpointing)):
             if module is not None and not on and getattr(module, "is_gradient_checkpointing", False):
                 module.gradient_checkpointing_disable()
@@ -186,28 +187,31 @@ class TrainWorker:
                            and self.device_type == "cuda")
 
     def _build_actor(self) -> Actor:
-        arr = self.cfg.actor_rollout_ref
+        actor_rollout_ref = self.cfg.actor_rollout_ref
         master, compute = self._mixed_precision()
-        model = self._load_lm(arr.model.path, arr.model, dtype=master, packed_key=self._packed_key("actor"))
-        if arr.model.enable_gradient_checkpointing:
+        model = self._load_lm(actor_rollout_ref.model.path, actor_rollout_ref.model, dtype=master,
+                              packed_key=self._packed_key("actor"))
+        if actor_rollout_ref.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
-        if arr.actor.use_torch_compile and self.device_type == "cuda":
+        if actor_rollout_ref.actor.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
-        self.actor_module = self._shard(model, arr.actor.fsdp_config, compute)
-        optimizer = build_optimizer(self.actor_module.parameters(), arr.actor.optim, self.device_type)
-        scheduler = build_scheduler(optimizer, arr.actor.optim, self.total_steps)
-        return Actor(self.actor_module, optimizer, scheduler, arr.actor, temperature=arr.rollout.temperature,
-                     rollout_n=arr.rollout.n, world=self.world, remove_padding=arr.model.use_remove_padding)
+        self.actor_module = self._shard(model, actor_rollout_ref.actor.fsdp_config, compute)
+        optimizer = build_optimizer(self.actor_module.parameters(), actor_rollout_ref.actor.optim, self.device_type)
+        scheduler = build_scheduler(optimizer, actor_rollout_ref.actor.optim, self.total_steps)
+        return Actor(self.actor_module, optimizer, scheduler, actor_rollout_ref.actor,
+                     temperature=actor_rollout_ref.rollout.temperature, rollout_n=actor_rollout_ref.rollout.n,
+                     world=self.world, remove_padding=actor_rollout_ref.model.use_remove_padding)
 
     def _build_reference(self):
-        arr = self.cfg.actor_rollout_ref
+        actor_rollout_ref = self.cfg.actor_rollout_ref
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
-        model = self._load_lm(arr.model.path, arr.model, dtype=dtype, packed_key=self._packed_key("ref"))
+        model = self._load_lm(actor_rollout_ref.model.path, actor_rollout_ref.model, dtype=dtype,
+                              packed_key=self._packed_key("ref"))
         model.requires_grad_(False)
-        if arr.ref.use_torch_compile and self.device_type == "cuda":
+        if actor_rollout_ref.ref.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
-        return self._shard(model, arr.ref.fsdp_config, None)
+        return self._shard(model, actor_rollout_ref.ref.fsdp_config, None)
 
     def _build_critic(self) -> Critic:
         c = self.cfg.critic
@@ -264,15 +268,16 @@ class TrainWorker:
         return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), metrics
 
     def compute_ref_log_prob(self, batch: Batch):
-        arr = self.cfg.actor_rollout_ref
+        actor_rollout_ref = self.cfg.actor_rollout_ref
         from engine.workers.forward import batched_log_probs
 
         self.ref_module.eval()
-        max_tokens = arr.ref.log_prob_max_token_len_per_gpu if arr.ref.log_prob_use_dynamic_bsz else None
+        ref = actor_rollout_ref.ref
+        max_tokens = ref.log_prob_max_token_len_per_gpu if ref.log_prob_use_dynamic_bsz else None
         with self._profile("ref", batch):
-            log_probs, _ = batched_log_probs(self.ref_module, self._local(batch),
-                                             arr.ref.log_prob_micro_batch_size_per_gpu, arr.rollout.temperature,
-                                             max_tokens=max_tokens, remove_padding=arr.model.use_remove_padding)
+            log_probs, _ = batched_log_probs(self.ref_module, self._local(batch), ref.log_prob_micro_batch_size_per_gpu,
+                                             actor_rollout_ref.rollout.temperature, max_tokens=max_tokens,
+                                             remove_padding=actor_rollout_ref.model.use_remove_padding)
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
 
     def compute_values(self, batch: Batch):

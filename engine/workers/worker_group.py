@@ -1,14 +1,16 @@
-"""A group of Ray actors that the driver calls as if it were one object.
+"""Worker groups: the driver calls the TrainWorkers of a run as if they were one object.
 
 `dp_call` splits a Batch evenly over the data-parallel workers and concatenates what they return;
 `all_call` sends the same arguments to every worker. This is the only place that splits or joins.
+Two groups share that logic: `RayWorkerGroup` (engine/workers/ray_worker_group.py: one Ray actor per
+worker, any count, one machine or a cluster) and `InProcessWorkerGroup` (one worker in the driver's own
+process: no Ray, nothing to start).
 """
 from __future__ import annotations
 
 import os
 from typing import Any
 
-import ray
 import torch
 
 from engine.protocol import Batch
@@ -26,58 +28,21 @@ WORKER_ENV = {
 }
 
 
-class ResourceError(RuntimeError):
-    pass
-
-
-def plan_resources(world: int, device: str, nnodes: int, n_per_node: int) -> dict:
-    """Check the cluster can hold `world` workers and say how many CPUs/GPUs each gets."""
-    resources = ray.cluster_resources()
-    if device == "cuda":
-        have = int(resources.get("GPU", 0))
-        if have < world:
-            raise ResourceError(
-                f"trainer.nnodes × trainer.n_gpus_per_node = {nnodes} × {n_per_node} = {world} GPUs requested, "
-                f"but the Ray cluster has {have}. Lower trainer.n_gpus_per_node or add nodes.")
-        cpus = max(1, int(resources.get("CPU", world)) // world)
-        return {"num_gpus": 1, "num_cpus": min(cpus, 4)}
-    have = int(resources.get("CPU", 0))
-    if have < world:
-        raise ResourceError(
-            f"trainer.nnodes × trainer.n_gpus_per_node = {world} CPU worker processes requested, but the Ray "
-            f"cluster has {have} CPUs. On CPU each worker needs one core: lower trainer.n_gpus_per_node.")
-    return {"num_gpus": 0, "num_cpus": max(1, have // world)}
-
-
 class WorkerGroup:
-    def __init__(self, worker_cls, world: int, resources: dict, init_args: tuple = (), name: str = "worker"):
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    """The calls; a subclass says how one call per worker runs (`_call_each`) and how the workers stop."""
 
-        bundle = {"CPU": resources["num_cpus"]}
-        if resources["num_gpus"]:
-            bundle["GPU"] = resources["num_gpus"]
-        self.pg = placement_group([bundle] * world, strategy="PACK")
-        ready, _ = ray.wait([self.pg.ready()], timeout=float(os.environ.get("RLSTUDIO_PG_TIMEOUT", 300)))
-        if not ready:
-            raise ResourceError(f"Ray could not place {world} workers with {bundle} each within the timeout.")
-        remote_cls = ray.remote(worker_cls)
-        self.workers = []
-        for rank in range(world):
-            strategy = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=rank)
-            actor = remote_cls.options(
-                num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"], scheduling_strategy=strategy,
-                runtime_env={"env_vars": WORKER_ENV}, name=None,
-            ).remote(rank, world, *init_args)
-            self.workers.append(actor)
-        self.world = world
+    world: int
 
-    # ---- calls ---------------------------------------------------------------------------------------
+    def _call_each(self, method: str, calls: list[tuple[tuple, dict]]) -> list[Any]:
+        """Call `method` on worker i with calls[i] = (args, kwargs), all at once (the first len(calls) workers);
+        the results in rank order."""
+        raise NotImplementedError
+
     def all_call(self, method: str, *args, **kwargs) -> list[Any]:
-        return ray.get([getattr(w, method).remote(*args, **kwargs) for w in self.workers])
+        return self._call_each(method, [(args, kwargs)] * self.world)
 
     def rank0_call(self, method: str, *args, **kwargs) -> Any:
-        return ray.get(getattr(self.workers[0], method).remote(*args, **kwargs))
+        return self._call_each(method, [(args, kwargs)])[0]
 
     def dp_call(self, method: str, batch: Batch, **kwargs) -> tuple[Batch, dict[str, list[float]]]:
         """Split `batch` over workers; each returns (Batch, metrics). Returns the joined batch and metrics.
@@ -89,8 +54,7 @@ class WorkerGroup:
         pad = (-n) % self.world
         if pad:
             batch = batch.index(torch.arange(n + pad) % n)
-        chunks = batch.chunk(self.world)
-        results = ray.get([getattr(w, method).remote(c, **kwargs) for w, c in zip(self.workers, chunks)])
+        results = self._call_each(method, [((c,), kwargs) for c in batch.chunk(self.world)])
         out = Batch.concat([r[0] for r in results])
         if pad and len(out):
             out = out.slice(0, n)
@@ -101,14 +65,22 @@ class WorkerGroup:
         return out, metrics
 
     def shutdown(self) -> None:
-        for w in self.workers:
-            try:
-                ray.kill(w)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        try:
-            from ray.util.placement_group import remove_placement_group
+        """Stop the workers (after their own `shutdown` method has run)."""
 
-            remove_placement_group(self.pg)
-        except Exception:  # noqa: BLE001
-            pass
+
+class InProcessWorkerGroup(WorkerGroup):
+    """One worker living in this process: the same calls as a Ray group of one, without Ray. The worker's
+    distributed group is a world of one over a free local port (FSDP2 still wraps the model)."""
+
+    def __init__(self, worker_cls, init_args: tuple = ()):
+        for k, v in WORKER_ENV.items():
+            os.environ.setdefault(k, v)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # as in a Ray worker's environment (transformers read it at import)
+        self.world = 1
+        self.workers = [worker_cls(0, 1, *init_args)]
+
+    def _call_each(self, method: str, calls: list[tuple[tuple, dict]]) -> list[Any]:
+        args, kwargs = calls[0]
+        return [getattr(self.workers[0], method)(*args, **kwargs)]

@@ -1,5 +1,5 @@
-"""`python -m engine.bench` on the tiny workload on CPU: one timed step through the real engine (Ray, the
-TrainWorker, PPOTrainer.train_step) prints one JSON line per phase with positive timings and throughputs;
+"""`python -m engine.bench` on the tiny workload on CPU: one timed step through the real engine (the worker
+group, TrainWorker, PPOTrainer.train_step) prints one JSON line per phase with positive timings and throughputs;
 the static-cache rollout's log-probs match the actor's recomputation."""
 from __future__ import annotations
 

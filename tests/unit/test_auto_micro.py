@@ -126,8 +126,6 @@ def test_tiny_model_auto_budget_gives_the_micro_batch_update(tiny_dir):
         opt = build_optimizer(model.parameters(), c.actor_rollout_ref.actor.optim, "cpu")
         actor = Actor(model, opt, build_scheduler(opt, c.actor_rollout_ref.actor.optim, 10),
                       c.actor_rollout_ref.actor, temperature=1.0, rollout_n=1, world=1)
-        actor.max_tokens = c.actor_rollout_ref.actor.ppo_max_token_len_per_gpu if \
-            c.actor_rollout_ref.actor.use_dynamic_bsz else None
         m_actor, _ = actor.update_policy(batch)
         value_model = copy.deepcopy(critic_lm)
         c.critic.ppo_mini_batch_size = 5

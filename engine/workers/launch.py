@@ -1,0 +1,98 @@
+"""Starting a run's workers: one in this process (no Ray), or one Ray actor per worker.
+
+`ray_init.mode`: `in_process` runs the single worker inside the driver; `ray` always goes through Ray (a
+local Ray started for the run, or the cluster at ray_init.address / RAY_ADDRESS, as under `ray job submit`);
+`auto` picks in-process for one worker with no cluster to join, Ray otherwise.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from engine.config import ConfigError, world_size
+from engine.workers.worker_group import InProcessWorkerGroup, WorkerGroup
+
+
+def uses_ray(cfg) -> bool:
+    world = world_size(cfg)
+    mode = cfg.ray_init.mode
+    if mode == "in_process":
+        if world != 1:
+            raise ConfigError(f"ray_init.mode=in_process runs one worker, but trainer.nnodes × trainer.n_gpus_per_node "
+                              f"= {world}; set trainer.n_gpus_per_node=1 or ray_init.mode=auto (Ray for several).")
+        return False
+    if mode == "ray":
+        return True
+    return world > 1 or bool(cfg.ray_init.address or os.environ.get("RAY_ADDRESS"))
+
+
+def start_ray(cfg) -> bool:
+    """Connect to an existing cluster (ray_init.address or RAY_ADDRESS, as under `ray job submit`), or start
+    a local one. Returns True when this process started Ray and so must stop it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
+    kwargs = dict(log_to_driver=True, logging_level="ERROR")
+    if address:
+        ray.init(address=address, **kwargs)
+        return False
+    # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
+    # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
+    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
+             include_dashboard=False, **kwargs)
+    return True
+
+
+@dataclass
+class Workers:
+    group: WorkerGroup | None
+    info: dict  # rank 0's report from `TrainWorker.init`: device_name, n_params, ...
+    owns_ray: bool  # this process started the Ray it runs on, so stops it
+
+    @property
+    def launcher(self) -> str:
+        return "in-process" if isinstance(self.group, InProcessWorkerGroup) else "ray"
+
+    def stop(self) -> None:
+        if self.group is not None:
+            try:
+                self.group.all_call("shutdown")
+            except Exception:  # noqa: BLE001 - workers may already be gone
+                pass
+            self.group.shutdown()
+        if self.owns_ray:
+            import ray
+
+            ray.shutdown()
+
+
+def start_workers(cfg, total_steps: int, device: str) -> Workers:
+    """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them."""
+    from engine.workers.worker import TrainWorker, free_port
+
+    world = world_size(cfg)
+    uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
+    owns_ray = False
+    group = None
+    try:
+        if uses_ray(cfg):
+            from engine.workers.ray_worker_group import RayWorkerGroup, plan_resources
+
+            owns_ray = start_ray(cfg)
+            resources = plan_resources(world, device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
+            group = RayWorkerGroup(TrainWorker, world, resources,
+                                   init_args=(cfg, total_steps, device, resources["num_cpus"]))
+            addr, port = group.rank0_call("address")
+        else:
+            import torch
+
+            # the worker keeps this process's thread count (on CPU a Ray worker gets its share of the cores)
+            group = InProcessWorkerGroup(TrainWorker, init_args=(cfg, total_steps, device, torch.get_num_threads()))
+            addr, port = "127.0.0.1", free_port()
+        info = group.all_call("init", addr, port, uses_ref)[0]
+    except BaseException:
+        Workers(group, {}, owns_ray).stop()
+        raise
+    return Workers(group, info, owns_ray)
