@@ -50,6 +50,7 @@ def test_train_api_refuses_several_workers_in_process(tiny_model, arith_data, tm
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # two engine runs
 def test_in_process_and_ray_give_the_same_losses(tiny_model, arith_data, tmp_path):
     steps = {}
     for mode in ("in_process", "ray"):
