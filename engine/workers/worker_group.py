@@ -8,6 +8,7 @@ process: no Ray, nothing to start).
 """
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
@@ -79,7 +80,8 @@ class InProcessWorkerGroup(WorkerGroup):
 
         hf_logging.disable_progress_bar()  # as in a Ray worker's environment (transformers read it at import)
         self.world = 1
-        self.workers = [worker_cls(0, 1, *init_args)]
+        # a copy, as Ray would pickle it: the worker fills in config defaults of its own (packing, micro-batches)
+        self.workers = [worker_cls(0, 1, *copy.deepcopy(init_args))]
 
     def _call_each(self, method: str, calls: list[tuple[tuple, dict]]) -> list[Any]:
         args, kwargs = calls[0]
