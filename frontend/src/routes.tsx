@@ -1,6 +1,7 @@
 /** Every view is a URL: filters, steps, chart options and selections live in the path and query string. */
 import { createBrowserRouter } from "react-router-dom";
 import { Layout } from "./components/Layout";
+import { ChangesPage } from "./pages/changes/ChangesPage";
 import { ComparePage } from "./pages/compare/ComparePage";
 import { NewRunPage } from "./pages/new-run/NewRunPage";
 import { RunPage } from "./pages/run/RunPage";
@@ -18,6 +19,7 @@ export const router = createBrowserRouter([
       { path: "/runs/new", element: <NewRunPage /> },
       { path: "/runs/:runId", element: <RunPage /> },
       { path: "/runs/:runId/samples", element: <SamplesPage /> },
+      { path: "/runs/:runId/changes", element: <ChangesPage /> },
       { path: "/side-by-side", element: <SideBySidePage /> },
       { path: "/compare", element: <ComparePage /> },
       { path: "/settings", element: <SettingsPage /> },

@@ -57,11 +57,17 @@ export function MetricCharts({ store, runs, options, onPointClick, charts = CHAR
     return keys;
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [store.version, store.epoch]);
-  const visible = charts.map((def) => ({ def, keys: chartKeys(def, available) })).filter((c) => c.keys.length > 0);
+  const visible = charts.map((def) => ({ def, keys: chartKeys(def, available) }))
+    .filter((c) => c.keys.length > 0 || (c.def.absent && available.size > 0));
   if (!visible.length) return null;
   return (
     <div className="chart-grid">
-      {visible.map(({ def, keys }) => (
+      {visible.map(({ def, keys }) => keys.length === 0 ? (
+        <section key={def.id} className="card chart-card chart-absent" data-chart={def.id} data-points={0}>
+          <h3 className="chart-title">{def.title}</h3>
+          <p className="notice small" role="note">{def.absent}</p>
+        </section>
+      ) : (
         <MetricChart key={def.id} def={def} keys={keys} store={store} runs={runs} options={options} dark={dark}
           onPointClick={onPointClick} />
       ))}

@@ -96,3 +96,20 @@ describe("run alarms (Runs table and Run page)", () => {
     expect(runAlarms({}, [])).toEqual([]);
   });
 });
+
+describe("skipped updates", () => {
+  it("a non-finite gradient's skipped step is an error naming its steps", () => {
+    const flags = S([0, 0, 1, 0, 1, 0]);
+    const a = metricAlarms({ "actor/grad_norm_nonfinite": flags, "actor/grad_norm": S([1, 1, NaN, 1, Infinity, 1]) });
+    expect(ids(a)).toEqual(["skipped:actor"]); // not also "NaN in actor/grad_norm"
+    expect(a[0].title).toBe("Actor update skipped at 2 steps");
+    expect(a[0].detail).toContain("steps 3, 5");
+    expect(a[0].step).toBe(5);
+    expect(a[0].severity).toBe("error");
+  });
+  it("all-zero flags raise nothing; a critic skip is the critic's", () => {
+    expect(metricAlarms({ "actor/grad_norm_nonfinite": S([0, 0, 0]) })).toEqual([]);
+    const a = metricAlarms({ "critic/grad_norm_nonfinite": S([0, 1]) });
+    expect(a.map((x) => x.title)).toEqual(["Critic update skipped at 1 step"]);
+  });
+});

@@ -36,6 +36,8 @@ export const THRESHOLDS = {
 /** Which key carries KL to the reference: in the reward (PPO) or as a loss (GRPO). */
 export const KL_KEYS = ["actor/reward_kl_penalty", "actor/kl_loss"] as const;
 export const NONFINITE_KEY = /(loss|grad_norm)(\/|$)/;
+/** 1 at a step where a mini-batch's gradient was NaN/Inf and its optimizer step was skipped (max over them). */
+export const SKIP_KEYS = ["actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite"] as const;
 
 export type Severity = "error" | "warning";
 
@@ -69,8 +71,24 @@ export function metricAlarms(series: Record<string, Series | undefined>): Alarm[
   const T = THRESHOLDS;
   const alarms: Alarm[] = [];
 
+  const skipped = new Map<string, number[]>(); // role -> steps whose update was skipped
+  for (const key of SKIP_KEYS) {
+    const s = series[key];
+    if (!s) continue;
+    const steps = s.steps.filter((_, i) => s.values[i] > 0);
+    if (!steps.length) continue;
+    const role = key.split("/")[0];
+    skipped.set(role, steps);
+    const list = steps.length > 6 ? `${steps.slice(0, 6).join(", ")}, …` : steps.join(", ");
+    alarms.push({ id: `skipped:${role}`, severity: "error", key, step: steps[steps.length - 1],
+      title: `${role === "actor" ? "Actor" : "Critic"} update skipped at ${steps.length} step${steps.length === 1 ? "" : "s"}`,
+      detail: `${key} = 1 at step${steps.length === 1 ? "" : "s"} ${list}: the gradient was NaN or Inf, so the optimizer step was skipped and the weights did not change (lower the learning rate, check grad clipping and the loss).` });
+  }
+
   for (const [key, s] of Object.entries(series)) {
     if (!s || !NONFINITE_KEY.test(key)) continue;
+    // a non-finite grad norm at a skipped step is the skip itself, already reported above
+    if (key.endsWith("/grad_norm") && skipped.has(key.split("/")[0])) continue;
     const i = s.values.findIndex((v) => !Number.isFinite(v));
     if (i !== -1) {
       alarms.push({ id: `nonfinite:${key}`, severity: "error", key, step: s.steps[i],

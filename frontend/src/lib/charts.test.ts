@@ -13,6 +13,14 @@ describe("chart query", () => {
     expect(patterns[0].test("critic/score/mean")).toBe(true);
     expect(patterns[0].test("val-core/arith/reward/std@1")).toBe(false);
   });
+  it("the KL chart is KL to the reference only, and says so when the run has none", () => {
+    const kl = COMPARE_CHARTS.find((c) => c.id === "kl")!;
+    expect(chartKeys(kl, ["actor/ppo_kl", "critic/score/mean"])).toEqual([]);
+    expect(kl.absent).toMatch(/no KL to the reference/);
+    expect(chartKeys(kl, ["actor/ppo_kl", "actor/kl_loss"])).toEqual(["actor/kl_loss"]);
+    const update = COMPARE_CHARTS.find((c) => c.id === "update")!;
+    expect(chartKeys(update, ["actor/ppo_kl", "actor/pg_clipfrac"])).toEqual(["actor/ppo_kl", "actor/pg_clipfrac"]);
+  });
   it("a chart draws what the query returned for it", () => {
     const score = COMPARE_CHARTS.find((c) => c.id === "score")!;
     expect(chartKeys(score, ["val-core/b/reward/mean@1", "critic/score/mean", "x"])).toEqual(["critic/score/mean", "val-core/b/reward/mean@1"]);

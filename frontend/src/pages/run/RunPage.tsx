@@ -86,6 +86,7 @@ function RunView({ run }: { run: RunPublic }) {
     <div className="stack">
       <PageTitle actions={<>
         <Link className="button" to={`/runs/${run.id}/samples`}>Samples</Link>
+        <Link className="button" to={`/runs/${run.id}/changes`}>What changed</Link>
         <Link className="button" to={`/compare?runs=${run.id}`}>Compare…</Link>
         {active && <button type="button" className="danger" disabled={action.isPending} onClick={() => action.mutate("cancel")}>Cancel</button>}
         {!active && <button type="button" disabled={action.isPending} onClick={() => action.mutate("resume")} title="continue from the last checkpoint">Resume</button>}

@@ -8,13 +8,13 @@ import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
 import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
-import { klKey, runAlarms, KL_KEYS, type SampleLike } from "../../lib/alarms";
+import { klKey, runAlarms, KL_KEYS, SKIP_KEYS, type SampleLike } from "../../lib/alarms";
 import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
 import { fromApi, lastFinite, type Series } from "../../lib/series";
 
 const STATUSES: RunStatus[] = ["queued", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
 const HEALTH_KEYS = ["critic/score/mean", ...KL_KEYS, "critic/values/std", "response_length/clip_ratio",
-  "actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm"];
+  "actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", ...SKIP_KEYS];
 
 function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | null) => void] {
   const [params, setParams] = useSearchParams();

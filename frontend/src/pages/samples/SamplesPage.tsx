@@ -1,24 +1,31 @@
 /**
  * Samples of one run: a step slider, filters (score, data source, text), a list view, a GRPO group view
- * (the n answers to one prompt side by side, with the group's std; degenerate groups counted and flagged),
- * and per-answer token shading. All choices live in the URL.
+ * (the n answers to one prompt with the numbers the algorithm used), a dense virtualised table, and per-answer
+ * token shading. While the run trains the page follows it (the newest step appears as it arrives) until the
+ * user pauses or picks a step. All choices live in the URL.
  */
+import { useQueryClient } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
-import { useRun, useSampleSteps, useSamples, type SampleQuery } from "../../api/queries";
+import { useEventSource } from "../../api/live";
+import { isActive, qk, useRun, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
 import type { SamplePublic } from "../../client/types.gen";
 import { PageTitle } from "../../components/Layout";
 import { SampleCard } from "../../components/SampleCard";
-import { Empty, ErrorBox, Loading } from "../../components/States";
+import { Empty, ErrorBox, Loading, QueryState } from "../../components/States";
 import { SHADES, type Shade } from "../../components/TokenView";
 import { fmtNum } from "../../lib/format";
-import { GroupView, groupSamples } from "./GroupView";
+import { parseSort, sortParam } from "../../lib/sampleTable";
+import { advantageRule, GroupView, groupSamples } from "./GroupView";
+import { SampleTable } from "./SampleTable";
 
 const PAGE = 200;
+type View = "list" | "groups" | "table";
 
 export function SamplesPage() {
   const runId = Number(useParams().runId);
   const [params, setParams] = useSearchParams();
+  const qc = useQueryClient();
   const run = useRun(runId);
   const steps = useSampleSteps(runId);
   const split = (params.get("split") === "val" ? "val" : "train") as "train" | "val";
@@ -28,15 +35,39 @@ export function SamplesPage() {
   const stepIndex = stepList.length === 0 ? -1 : requested === null ? stepList.length - 1
     : stepList.reduce((best, s, i) => (Math.abs(s.step - requested) < Math.abs(stepList[best].step - requested) ? i : best), 0);
   const step = stepIndex >= 0 ? stepList[stepIndex].step : null;
-  const view = params.get("view") === "groups" ? "groups" : "list";
+  const view: View = params.get("view") === "groups" ? "groups" : params.get("view") === "table" ? "table" : "list";
   const shade = (SHADES.some((s) => s.id === params.get("shade")) ? params.get("shade") : "logprob") as Shade;
   const page = Math.max(0, Number(params.get("page") ?? 0) || 0);
-  const query: SampleQuery = { step: step ?? undefined, split, limit: PAGE, skip: page * PAGE, order: "prompt_index" };
-  if (params.get("q")) query.q = params.get("q")!;
-  if (params.get("min")) query.min_score = Number(params.get("min"));
-  if (params.get("max")) query.max_score = Number(params.get("max"));
-  if (params.get("source")) query.data_source = params.get("source")!;
-  const samples = useSamples(runId, query, step !== null);
+  const prompt = params.get("prompt") !== null && params.get("prompt") !== "" ? Number(params.get("prompt")) : null;
+  const filters: SampleQuery = { step: step ?? undefined, split };
+  if (params.get("q")) filters.q = params.get("q")!;
+  if (params.get("min")) filters.min_score = Number(params.get("min"));
+  if (params.get("max")) filters.max_score = Number(params.get("max"));
+  if (params.get("source")) filters.data_source = params.get("source")!;
+  const query: SampleQuery = { ...filters, limit: PAGE, skip: page * PAGE, order: "prompt_index",
+    ...(prompt !== null && Number.isFinite(prompt) ? { prompt_index: prompt } : {}) };
+  const samples = useSamples(runId, query, step !== null && view !== "table");
+  const { step: _s, ...rowFilters } = filters;
+  const rows = useSampleRows(runId, { ...rowFilters, step: step !== null ? [step] : [], limit: 50_000 }, step !== null && view === "table");
+
+  // live: while the run can still log samples, new steps arrive over its event stream (unless paused)
+  const active = isActive(run.data?.status);
+  const paused = params.get("live") === "0";
+  const following = active && !paused && requested === null;
+  const live = useEventSource(active && !paused ? `/api/v1/runs/${runId}/events` : null, {
+    samples: (data) => {
+      void qc.invalidateQueries({ queryKey: qk.sampleSteps(runId) });
+      const batches = (data as { batches?: { step: number; split: string }[] } | null)?.batches ?? [];
+      // more answers of the step on screen: refresh it too
+      if (batches.some((b) => b.step === step && b.split === split)) {
+        void qc.invalidateQueries({ queryKey: qk.samplesOf(runId) });
+        void qc.invalidateQueries({ queryKey: qk.sampleRowsOf(runId) });
+      }
+    },
+    status: () => void qc.invalidateQueries({ queryKey: qk.run(runId) }),
+    // (re)connected, e.g. after a pause: steps logged meanwhile came with no event
+    hello: () => void qc.invalidateQueries({ queryKey: qk.sampleSteps(runId) }),
+  });
 
   const set = (patch: Record<string, string | null>) =>
     setParams((prev) => {
@@ -53,18 +84,31 @@ export function SamplesPage() {
   const sources = useMemo(() => [...new Set(data.map((s) => s.data_source).filter(Boolean))] as string[], [data]);
   const groups = useMemo(() => groupSamples(data), [data]);
   const degenerateGroups = groups.filter((g) => g.degenerate).length;
-  const other = stepList.length > 1 && stepIndex > 0 ? stepList[stepIndex - 1].step : null;
+  const rule = advantageRule(run.data?.resolved_config as Record<string, unknown> | undefined);
+  const sort = parseSort(params.get("sort"));
 
   return (
     <div className="stack">
       <PageTitle actions={<>
-        {step !== null && other !== null && (
-          <Link className="button" to={`/side-by-side?a=${runId}:${other}&b=${runId}:${step}&split=${split}`}>Side by side with step {other}</Link>
-        )}
+        {step !== null && <SideBySideLink runId={runId} step={step} split={split} steps={stepList.map((s) => s.step)}
+          valSteps={(steps.data?.data ?? []).filter((s) => s.split === "val").map((s) => s.step)} />}
+        <Link className="button" to={`/runs/${runId}/changes`}>What changed</Link>
         <Link className="button" to={`/runs/${runId}`}>Charts</Link>
       </>}>
         Samples · <Link to={`/runs/${runId}`}>{run.data?.name || `run ${runId}`}</Link>
       </PageTitle>
+
+      {active && (
+        <div className="row small live-badge" data-live={following ? "following" : paused ? "paused" : "pinned"}>
+          {following ? <>
+            <span title="new steps appear as the run logs them">{live === "live" ? "● live" : live}: showing the newest step as it arrives</span>
+            <button type="button" onClick={() => set({ live: "0", step: step !== null ? String(step) : null })}>Pause</button>
+          </> : <>
+            <span className="muted">{paused ? "Paused" : `Showing step ${step}`}: the run is still training{stepList.length && step !== stepList[stepList.length - 1].step ? ` (newest step ${stepList[stepList.length - 1].step})` : ""}.</span>
+            <button type="button" onClick={() => set({ live: null, step: null })}>Follow the newest step</button>
+          </>}
+        </div>
+      )}
 
       {steps.isLoading ? <Loading what="Loading steps" /> : steps.error ? <ErrorBox error={steps.error} /> : stepList.length === 0 ? (
         <Empty title={`No ${split} samples yet.`}>
@@ -96,16 +140,26 @@ export function SamplesPage() {
               <div className="segmented" role="group" aria-label="view">
                 <button type="button" aria-pressed={view === "list"} onClick={() => set({ view: null })}>list</button>
                 <button type="button" aria-pressed={view === "groups"} onClick={() => set({ view: "groups" })}>groups</button>
+                <button type="button" aria-pressed={view === "table"} onClick={() => set({ view: "table", prompt: null })}>table</button>
               </div>
-              <label>tokens shaded by{" "}
+              {view !== "table" && <label>tokens shaded by{" "}
                 <select value={shade} onChange={(e) => set({ shade: e.target.value })}>
                   {SHADES.map((s) => <option key={s.id} value={s.id}>{s.label}</option>)}
                 </select>
-              </label>
+              </label>}
+              {prompt !== null && view !== "table" && (
+                <span className="badge neutral">prompt #{prompt} <button type="button" className="link-like" aria-label="show every prompt" onClick={() => set({ prompt: null })}>×</button></span>
+              )}
             </div>
           </div>
 
-          {samples.isLoading ? <Loading what="Loading samples" /> : samples.error ? <ErrorBox error={samples.error} /> : data.length === 0 ? (
+          {view === "table" ? (
+            <QueryState query={rows} what="Loading answers" empty={(d) => d.count === 0 ? <Empty title="No samples match these filters." /> : null}>
+              {(d) => <SampleTable rows={d.data} total={d.count} sort={sort} onSort={(s) => set({ sort: sortParam(s) })}
+                filter={params.get("tf") ?? ""} onFilter={(t) => set({ tf: t })}
+                onOpen={(r) => set({ view: "groups", prompt: r.prompt_index !== null && r.prompt_index !== undefined ? String(r.prompt_index) : null })} />}
+            </QueryState>
+          ) : samples.isLoading ? <Loading what="Loading samples" /> : samples.error ? <ErrorBox error={samples.error} /> : data.length === 0 ? (
             <Empty title="No samples match these filters." />
           ) : (
             <>
@@ -122,7 +176,7 @@ export function SamplesPage() {
                   </span>
                 )}
               </div>
-              {view === "groups" ? <GroupView groups={groups} shade={shade} /> : (
+              {view === "groups" ? <GroupView groups={groups} shade={shade} rule={rule} /> : (
                 <div className="samples-list">
                   {data.map((s: SamplePublic) => <SampleCard key={s.id} sample={s} shade={shade} />)}
                 </div>
@@ -133,4 +187,42 @@ export function SamplesPage() {
       )}
     </div>
   );
+}
+
+/**
+ * Side by side needs two steps that answered the same prompts. Validations always do; training steps
+ * draw fresh prompts, so the partner is the nearest step that shares some, else two validations.
+ */
+function SideBySideLink({ runId, step, split, steps, valSteps }: {
+  runId: number; step: number; split: "train" | "val"; steps: number[]; valSteps: number[];
+}) {
+  const overlaps = useStepOverlaps(split === "train" ? runId : null, { step, split });
+  if (split === "val") {
+    const i = steps.indexOf(step);
+    const other = i > 0 ? steps[i - 1] : steps.length > 1 ? steps[1] : null;
+    return other === null ? null : (
+      <Link className="button" to={`/side-by-side?a=${runId}:${Math.min(other, step)}&b=${runId}:${Math.max(other, step)}&split=val`}>Side by side with validation {other}</Link>
+    );
+  }
+  if (overlaps.isLoading) return <button type="button" disabled>Side by side…</button>;
+  const near = overlaps.data?.data[0];
+  if (near) {
+    const [a, b] = near.step < step ? [near.step, step] : [step, near.step];
+    return (
+      <Link className="button" to={`/side-by-side?a=${runId}:${a}&b=${runId}:${b}&split=train`}
+        title={`the nearest step that answered some of the same prompts (${near.shared_prompts} shared); neighbouring training steps draw different prompts`}>
+        Side by side with step {near.step} ({near.shared_prompts} shared prompt{near.shared_prompts === 1 ? "" : "s"})
+      </Link>
+    );
+  }
+  if (valSteps.length >= 2) {
+    const [a, b] = [valSteps[0], valSteps[valSteps.length - 1]];
+    return (
+      <Link className="button" to={`/side-by-side?a=${runId}:${a}&b=${runId}:${b}&split=val`}
+        title="no other training step answered this step's prompts; validations always share theirs">
+        Side by side: validations {a} and {b}
+      </Link>
+    );
+  }
+  return null;
 }

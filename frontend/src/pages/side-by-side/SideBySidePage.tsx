@@ -1,15 +1,18 @@
 /**
  * Side by side: two panes, each a run and a step; the same prompt's answers aligned row by row, with the
- * word-level diff highlighted. ←/→ (or j/k) step through the prompts both panes share.
+ * word-level diff highlighted. ←/→ (or j/k) step through the prompts both panes share. Two steps that share
+ * no prompt (neighbouring training steps draw different prompts) are re-paired, and the page says how: the
+ * nearest step that answered some of the same prompts, else two validations.
  */
 import { useEffect, useMemo, useRef } from "react";
 import { Link, useSearchParams } from "react-router-dom";
-import { useRuns, useSampleSteps, useSamples } from "../../api/queries";
+import { useRuns, useSampleSteps, useSamples, useStepOverlaps } from "../../api/queries";
 import type { SamplePublic } from "../../client/types.gen";
 import { ScoreBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { DiffText, ModelText } from "../../components/Text";
+import { pairFor, type Pairing } from "../../lib/pairSteps";
 import { side, wordDiff } from "../../lib/wordDiff";
 
 interface PaneRef { runId: number | null; step: number | null }
@@ -42,7 +45,39 @@ export function SideBySidePage() {
   const mapA = useMemo(() => byPrompt(samplesA.data?.data ?? []), [samplesA.data]);
   const mapB = useMemo(() => byPrompt(samplesB.data?.data ?? []), [samplesB.data]);
   const shared = useMemo(() => [...mapA.keys()].filter((k) => mapB.has(k)).sort((x, y) => x - y), [mapA, mapB]);
-  const pos = Math.min(Math.max(0, Number(params.get("p") ?? 0) || 0), Math.max(0, shared.length - 1));
+  // ?prompt=N opens at that prompt (links from "What changed"); ?p= is the position the keys move
+  const promptParam = params.get("prompt");
+  const promptPos = promptParam !== null && params.get("p") === null ? shared.indexOf(Number(promptParam)) : -1;
+  const pos = promptPos >= 0 ? promptPos : Math.min(Math.max(0, Number(params.get("p") ?? 0) || 0), Math.max(0, shared.length - 1));
+  const posRef = useRef(pos);
+  posRef.current = pos;
+
+  // no shared prompt: look for a partner step, then switch to it and say so (never a dead end)
+  const loaded = a.step !== null && b.step !== null && !!samplesA.data && !!samplesB.data && !samplesA.isFetching && !samplesB.isFetching;
+  const disjoint = loaded && shared.length === 0 && mapA.size > 0 && mapB.size > 0;
+  const overlaps = useStepOverlaps(disjoint ? b.runId : null, disjoint ? { step: b.step!, split, other_run_id: a.runId!, other_split: split } : null);
+  const stepsA = useSampleSteps(disjoint ? a.runId : null);
+  const stepsB = useSampleSteps(disjoint ? b.runId : null);
+  const pairing: Pairing | null | undefined = useMemo(() => {
+    if (!disjoint || !overlaps.data || !stepsA.data || !stepsB.data) return undefined;
+    const val = (d: typeof stepsA.data) => (d?.data ?? []).filter((s) => s.split === "val").map((s) => s.step);
+    return pairFor({ aStep: a.step!, bStep: b.step!, sameRun: a.runId === b.runId, overlapping: overlaps.data.data.map((o) => o.step),
+      aVal: val(stepsA.data), bVal: val(stepsB.data) });
+  }, [disjoint, overlaps.data, stepsA.data, stepsB.data, a.step, b.step, a.runId, b.runId]);
+  // a pairing that is where we already are found nothing new (two runs whose validation sets differ)
+  const stuck = !!pairing && pairing.a === a.step && pairing.b === b.step && pairing.split === split;
+  useEffect(() => {
+    if (!pairing || stuck) return;
+    const next = new URLSearchParams(params);
+    next.set("a", `${a.runId}:${pairing.a}`);
+    next.set("b", `${b.runId}:${pairing.b}`);
+    next.set("split", pairing.split);
+    next.set("paired", `${pairing.why}:${a.step}:${b.step}:${split}`);
+    next.delete("p");
+    setParams(next, { replace: true });
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [pairing]);
+  const paired = (params.get("paired") ?? "").split(":");
 
   const set = (patch: Record<string, string | null>) =>
     setParams((prev) => {
@@ -62,10 +97,11 @@ export function SideBySidePage() {
     const move = (delta: number) => {
       const cur = new URLSearchParams(window.location.search);
       const last = Math.max(0, sharedCount.current - 1);
-      const from = Math.min(Math.max(0, Number(cur.get("p") ?? 0) || 0), last);
+      const from = cur.get("p") === null ? posRef.current : Math.min(Math.max(0, Number(cur.get("p")) || 0), last);
       const to = Math.min(Math.max(0, from + delta), last);
       if (to === from) return;
       cur.set("p", String(to));
+      cur.delete("prompt");
       setParams(cur, { replace: true });
     };
     const onKey = (e: KeyboardEvent) => {
@@ -92,27 +128,42 @@ export function SideBySidePage() {
   return (
     <div className="stack">
       <PageTitle>Side by side</PageTitle>
+      <div className="segmented" role="group" aria-label="split">
+        <button type="button" aria-pressed={split === "train"} onClick={() => set({ split: null, p: null, paired: null })}>train</button>
+        <button type="button" aria-pressed={split === "val"} onClick={() => set({ split: "val", p: null, paired: null })}>val</button>
+      </div>
       <div className="sbs-panes">
-        <PanePicker label="Left" pane={a} runs={runs.data?.data ?? []} onChange={(p) => set({ a: `${p.runId ?? ""}:${p.step ?? ""}`, p: null })} />
-        <PanePicker label="Right" pane={b} runs={runs.data?.data ?? []} onChange={(p) => set({ b: `${p.runId ?? ""}:${p.step ?? ""}`, p: null })} />
+        <PanePicker label="Left" pane={a} split={split} runs={runs.data?.data ?? []} onChange={(p) => set({ a: `${p.runId ?? ""}:${p.step ?? ""}`, p: null, paired: null })} />
+        <PanePicker label="Right" pane={b} split={split} runs={runs.data?.data ?? []} onChange={(p) => set({ b: `${p.runId ?? ""}:${p.step ?? ""}`, p: null, paired: null })} />
       </div>
 
       {a.step === null || b.step === null ? <Empty title="Pick a run and a step for each pane." /> :
         samplesA.isLoading || samplesB.isLoading ? <Loading what="Loading samples" /> :
           samplesA.error || samplesB.error ? <ErrorBox error={samplesA.error ?? samplesB.error} /> :
-            shared.length === 0 ? <Empty title="These two steps share no prompt." >Pick steps of runs trained on the same data.</Empty> : (
+            shared.length === 0 ? (
+              mapA.size === 0 || mapB.size === 0 ? <Empty title={`No ${split === "val" ? "validation" : "training"} answers at ${mapA.size === 0 ? `step ${a.step} of the left run` : `step ${b.step} of the right run`}.`}>Pick another step, or the other split.</Empty>
+              : pairing === null || stuck ? <Empty title="These two steps share no prompt, and the runs have no validations to compare instead.">Pick steps of runs trained on the same data.</Empty>
+                : <Loading what="These two steps share no prompt: finding the nearest steps that do" />
+            ) : (
               <>
+                {paired.length === 4 && (
+                  <p className="notice small" role="status" data-paired={paired[0]}>
+                    {paired[0] === "nearest-train"
+                      ? <>Training steps {paired[1]} and {paired[2]} share no prompt (each training step draws new prompts): showing step {a.step}, the nearest step that answered some of step {b.step}'s prompts ({shared.length} shared).</>
+                      : <>{paired[3] === "train" ? "Training" : "Validation"} steps {paired[1]} and {paired[2]} share no prompt, and no other training step answered these prompts: showing validations {a.step} and {b.step}, which answer the same prompts every time.</>}
+                  </p>
+                )}
                 <div className="row card" role="toolbar" aria-label="prompt navigation">
-                  <button type="button" disabled={pos === 0} onClick={() => set({ p: String(pos - 1) })} aria-label="previous prompt">←</button>
+                  <button type="button" disabled={pos === 0} onClick={() => set({ p: String(pos - 1), prompt: null })} aria-label="previous prompt">←</button>
                   <strong>Prompt #{prompt}</strong>
                   <span className="muted small">{pos + 1} of {shared.length} shared prompts</span>
-                  <button type="button" disabled={pos >= shared.length - 1} onClick={() => set({ p: String(pos + 1) })} aria-label="next prompt">→</button>
+                  <button type="button" disabled={pos >= shared.length - 1} onClick={() => set({ p: String(pos + 1), prompt: null })} aria-label="next prompt">→</button>
                   <span className="small muted">keys: <span className="kbd">←</span> <span className="kbd">→</span> or <span className="kbd">k</span> <span className="kbd">j</span></span>
                 </div>
                 <details className="card prompt" open><summary>Prompt</summary><ModelText text={left[0]?.prompt ?? ""} /></details>
                 <div className="sbs-row small muted">
-                  <div><Link to={`/runs/${a.runId}/samples?step=${a.step}`}>{runName(a.runId)}</Link> · step {a.step}</div>
-                  <div><Link to={`/runs/${b.runId}/samples?step=${b.step}`}>{runName(b.runId)}</Link> · step {b.step}</div>
+                  <div><Link to={`/runs/${a.runId}/samples?step=${a.step}${split === "val" ? "&split=val" : ""}`}>{runName(a.runId)}</Link> · {split === "val" ? "validation" : "step"} {a.step}</div>
+                  <div><Link to={`/runs/${b.runId}/samples?step=${b.step}${split === "val" ? "&split=val" : ""}`}>{runName(b.runId)}</Link> · {split === "val" ? "validation" : "step"} {b.step}</div>
                 </div>
                 {Array.from({ length: rows }, (_, i) => {
                   const l = left[i];
@@ -142,11 +193,11 @@ export function SideBySidePage() {
   );
 }
 
-function PanePicker({ label, pane, runs, onChange }: {
-  label: string; pane: PaneRef; runs: { id: number; name?: string }[]; onChange: (p: PaneRef) => void;
+function PanePicker({ label, pane, split, runs, onChange }: {
+  label: string; pane: PaneRef; split: "train" | "val"; runs: { id: number; name?: string }[]; onChange: (p: PaneRef) => void;
 }) {
   const steps = useSampleSteps(pane.runId);
-  const stepValues = [...new Set((steps.data?.data ?? []).map((s) => s.step))];
+  const stepValues = [...new Set((steps.data?.data ?? []).filter((s) => s.split === split).map((s) => s.step))];
   return (
     <div className="card row" aria-label={`${label} pane`}>
       <strong>{label}</strong>

@@ -1,0 +1,34 @@
+import { describe, expect, it } from "vitest";
+import { compare, resultsAt, sortChanges, strips, type ValRow } from "./changes";
+
+// prompts 0..4 at validations 0, 10, 20
+const table: Record<number, number[]> = { 0: [0, 1, 1], 1: [1, 0, 1], 2: [1, 1, 1], 3: [0, 0, 0], 4: [0, 0.5, 1] };
+const rows: ValRow[] = Object.entries(table).flatMap(([p, scores]) =>
+  scores.map((score, i) => ({ step: i * 10, prompt_index: Number(p), score, first_line: `p${p}@${i * 10}` })));
+
+describe("what changed", () => {
+  it("counts newly solved, newly failed, both and neither between two validations", () => {
+    const { counts, changes, onlyOne } = compare(resultsAt(rows, 0, 1), resultsAt(rows, 10, 1));
+    expect(counts).toEqual({ "newly-solved": 1, "newly-failed": 1, both: 1, neither: 2 });
+    expect(changes.find((c) => c.prompt === 0)!.kind).toBe("newly-solved");
+    expect(changes.find((c) => c.prompt === 1)!.kind).toBe("newly-failed");
+    expect(onlyOne).toBe(0);
+  });
+  it("the threshold decides what solved means; several answers are averaged", () => {
+    const half = compare(resultsAt(rows, 0, 0.5), resultsAt(rows, 10, 0.5)).counts;
+    expect(half["newly-solved"]).toBe(2); // prompt 4's 0.5 counts at threshold 0.5
+    const two: ValRow[] = [{ step: 0, prompt_index: 9, score: 1 }, { step: 0, prompt_index: 9, score: 0 }];
+    expect(resultsAt(two, 0, 0.5).get(9)).toMatchObject({ score: 0.5, solved: true });
+  });
+  it("sorts by most improved and most regressed", () => {
+    const { changes } = compare(resultsAt(rows, 0, 1), resultsAt(rows, 10, 1));
+    expect(sortChanges(changes, "improved").map((c) => c.prompt)).toEqual([0, 4, 2, 3, 1]);
+    expect(sortChanges(changes, "regressed")[0].prompt).toBe(1);
+  });
+  it("strips show each prompt over the validations, flip-floppers first", () => {
+    const s = strips(rows, [0, 10, 20], 1);
+    expect(s[0]).toEqual({ prompt: 1, marks: [true, false, true], flips: 2 });
+    expect(s.find((x) => x.prompt === 3)).toEqual({ prompt: 3, marks: [false, false, false], flips: 0 });
+    expect(strips([{ step: 10, prompt_index: 7, score: 1 }], [0, 10], 1)[0].marks).toEqual([null, true]);
+  });
+});

@@ -1,0 +1,81 @@
+/**
+ * The dense table: one row an answer (prompt id, answer, score, advantage, length, first line), sortable by
+ * clicking a column, filterable, virtualised (only the rows in view are in the DOM), so a step of 4,096
+ * answers scrolls as smoothly as one of 16. A row opens that prompt's group.
+ */
+import { useMemo, useState } from "react";
+import type { SampleRow } from "../../client/types.gen";
+import { fmtNum } from "../../lib/format";
+import { filterRows, sortRows, visibleWindow, type Sort, type SortColumn } from "../../lib/sampleTable";
+
+const ROW = 28;
+const VIEWPORT = 560;
+
+const COLUMNS: { id: SortColumn | "answer" | "first"; label: string; title?: string }[] = [
+  { id: "prompt", label: "prompt" },
+  { id: "answer", label: "#", title: "the answer's position in its step" },
+  { id: "score", label: "score" },
+  { id: "advantage", label: "advantage", title: "mean over the answer's tokens" },
+  { id: "length", label: "length", title: "response tokens" },
+  { id: "first", label: "answer (first line)" },
+];
+
+export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, total }: {
+  rows: SampleRow[];
+  sort: Sort;
+  onSort: (s: Sort) => void;
+  filter: string;
+  onFilter: (text: string) => void;
+  onOpen: (row: SampleRow) => void;
+  total: number;
+}) {
+  const shown = useMemo(() => sortRows(filterRows(rows, filter), sort), [rows, filter, sort]);
+  const [scrollTop, setScrollTop] = useState(0);
+  const [start, end] = visibleWindow(scrollTop, VIEWPORT, ROW, shown.length);
+  const header = (c: (typeof COLUMNS)[number]) => {
+    const sortable = c.id === "prompt" || c.id === "score" || c.id === "advantage" || c.id === "length";
+    const active = sortable && sort.column === c.id;
+    return (
+      <div key={c.id} role="columnheader" className={`st-cell st-${c.id}`} title={c.title}
+        aria-sort={active ? (sort.desc ? "descending" : "ascending") : sortable ? "none" : undefined}>
+        {sortable ? (
+          <button type="button" className="link-like" onClick={() => onSort({ column: c.id as SortColumn, desc: active ? !sort.desc : c.id !== "prompt" })}>
+            {c.label}{active ? (sort.desc ? " ▼" : " ▲") : ""}
+          </button>
+        ) : c.label}
+      </div>
+    );
+  };
+  return (
+    <div className="card sample-table-card">
+      <div className="row small" style={{ marginBottom: ".4rem" }}>
+        <input type="search" aria-label="filter table" placeholder="#prompt or text in the first line" value={filter}
+          onChange={(e) => onFilter(e.target.value)} style={{ width: 260 }} />
+        <span className="muted" data-table-count={shown.length}>
+          {shown.length === rows.length ? `${rows.length} answers` : `${shown.length} of ${rows.length} answers`}
+          {total > rows.length && ` (the first ${rows.length} of ${total})`} · click a column to sort, a row to open its group
+        </span>
+      </div>
+      <div role="table" aria-label="answers" aria-rowcount={shown.length + 1} className="sample-table">
+        <div role="rowgroup"><div role="row" className="st-row st-head">{COLUMNS.map(header)}</div></div>
+        <div role="rowgroup" className="st-body" style={{ height: Math.min(VIEWPORT, Math.max(ROW, shown.length * ROW)) }}
+          onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)} tabIndex={0} aria-label="answers, scrollable">
+          <div style={{ height: shown.length * ROW, position: "relative" }}>
+            {shown.slice(start, end).map((r, k) => (
+              <div key={r.id} role="row" aria-rowindex={start + k + 2} className="st-row" data-sample-id={r.id} tabIndex={-1}
+                style={{ position: "absolute", top: (start + k) * ROW, height: ROW, left: 0, right: 0 }}
+                onClick={() => onOpen(r)} onKeyDown={(e) => { if (e.key === "Enter") onOpen(r); }}>
+                <div role="cell" className="st-cell st-prompt">#{r.prompt_index ?? "—"}</div>
+                <div role="cell" className="st-cell st-answer">{r.sample_index}</div>
+                <div role="cell" className={`st-cell st-score num ${r.score === null || r.score === undefined ? "" : r.score > 0 ? "good" : "bad"}`}>{fmtNum(r.score ?? null, 3)}</div>
+                <div role="cell" className="st-cell st-advantage num">{fmtNum(r.advantage ?? null, 3)}</div>
+                <div role="cell" className="st-cell st-length num">{r.length}</div>
+                <div role="cell" className="st-cell st-first mono" title={r.first_line}>{r.first_line || <span className="muted">(empty)</span>}</div>
+              </div>
+            ))}
+          </div>
+        </div>
+      </div>
+    </div>
+  );
+}
