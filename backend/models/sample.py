@@ -107,6 +107,9 @@ class SampleRow(SQLModel):
     advantage: float | None = Field(default=None, description="mean over the response's tokens")
     length: int = Field(description="response tokens (characters when the run logged no tokens)")
     first_line: str = Field(description="the answer's first non-empty line, at most 200 characters")
+    rollout_diff_max: float | None = Field(
+        default=None, description="largest |rollout - actor log-prob| over the answer's tokens (a vLLM rollout's "
+        "extras.rollout_log_probs against old_log_probs); null when the run logged no rollout log-probs")
 
 
 class SampleRows(SQLModel):

@@ -121,6 +121,15 @@ def _mean(values) -> float | None:
     return sum(finite) / len(finite) if finite else None
 
 
+def _max_abs_diff(rollout, actor) -> float | None:
+    """The largest |rollout - actor| log-prob gap over the tokens where both are finite numbers."""
+    if not isinstance(rollout, list) or not isinstance(actor, list):
+        return None
+    gaps = [abs(a - b) for a, b in zip(rollout, actor)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isfinite(a) and math.isfinite(b)]
+    return max(gaps) if gaps else None
+
+
 def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
          data_source: str | None = None, text: str | None = None, min_score: float | None = None,
          max_score: float | None = None, limit: int) -> tuple[list[SampleRow], int]:
@@ -131,7 +140,7 @@ def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split
     count = session.exec(select(func.count()).select_from(sub)).one()
     s = sub.c
     query = (select(s.id, s.step, s.split, s.sample_index, s.prompt_index, s.group_uid, s.data_source, s.score,
-                    s.advantages, s.tokens, s.response)
+                    s.advantages, s.tokens, s.response, s.old_log_probs, s.extras)
              .order_by(s.step, s.split, s.sample_index, s.id).limit(limit))
     out = []
     for r in session.execute(query).all():
@@ -140,7 +149,8 @@ def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split
                              prompt_index=r.prompt_index, group_uid=r.group_uid, data_source=r.data_source,
                              score=r.score, advantage=_mean(r.advantages),
                              length=len(tokens) if tokens else len(r.response or ""),
-                             first_line=_first_line(r.response)))
+                             first_line=_first_line(r.response),
+                             rollout_diff_max=_max_abs_diff((r.extras or {}).get("rollout_log_probs"), r.old_log_probs)))
     return out, count
 
 

@@ -30,6 +30,7 @@ def test_rows_are_light_and_carry_the_numbers(client):
     assert [r["step"] for r in both["data"]] == [1, 1, 2] and both["data"][2]["first_line"] == "first answer line"
     val = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"split": "val"}).json()
     assert [(r["step"], r["split"]) for r in val["data"]] == [(0, "val")]
+    assert first["rollout_diff_max"] is None  # no rollout log-probs logged
     capped = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"limit": 1}).json()
     assert capped["count"] == 4 and len(capped["data"]) == 1
     assert client.get("/api/v1/runs/999/samples/rows").status_code == 404
@@ -54,3 +55,12 @@ def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
     across = client.get(f"/api/v1/runs/{run['id']}/samples/overlap",
                         params={"step": 1, "other_run_id": other["id"]}).json()
     assert [(o["run_id"], o["step"], o["shared_prompts"]) for o in across["data"]] == [(other["id"], 9, 1)]
+
+
+def test_rows_carry_the_rollout_actor_gap(client):
+    run = external_run(client)
+    sample = _sample(1, 0, 7)
+    sample["extras"] = {"rollout_log_probs": [-0.1, -0.9, None]}  # actor: -0.1, -0.2, -0.3
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [sample]}, headers=_auth(run)).status_code == 200
+    row = client.get(f"/api/v1/runs/{run['id']}/samples/rows").json()["data"][0]
+    assert abs(row["rollout_diff_max"] - 0.7) < 1e-9

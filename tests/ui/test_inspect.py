@@ -8,6 +8,7 @@ import random
 import re
 import time
 
+import pytest
 import torch
 from playwright.sync_api import expect
 
@@ -226,4 +227,32 @@ def test_what_changed_between_validations(page, server):
     expect(page).to_have_url(re.compile(r"/side-by-side\?.*prompt=1"))
     expect(page.get_by_text("Prompt #1")).to_be_visible()
     expect(page.locator("[data-row]")).to_have_count(1)
+    assert not page.errors
+
+
+def test_rollout_actor_mismatch_is_findable(page, server):
+    run = server.api.external_run("vllm-like", tags=["ui"])
+    samples = answers(2, range(3), {p: [1.0, 0.0] for p in range(3)}, tokens=4)
+    for i, s in enumerate(samples):  # the actor recomputes -0.1 per token; the rollout agrees except on answer 4
+        s["extras"] = {"rollout_log_probs": [-0.1, -0.1, -0.1, -0.1]}
+    samples[4]["extras"] = {"rollout_log_probs": [-0.1, -0.8, -0.15, -0.1]}
+    server.api.samples(run, samples)
+    server.api.status(run, "succeeded")
+    # the table finds it: sort by the gap, the outlier comes first
+    page.goto(f"{server.url}/runs/{run['id']}/samples?view=table")
+    page.get_by_role("button", name="max |Δ rollout|").click()  # largest first
+    expect(page.locator('[role=columnheader][aria-sort="descending"]')).to_contain_text("max |Δ rollout|")
+    first = page.locator(".st-body [role=row]").first
+    expect(first.locator(".st-mismatch")).to_have_text("0.7")
+    expect(first.locator(".st-answer")).to_have_text("4")
+    # the card says how far apart they are and on how many tokens; the tokens show the gap and the weight
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=2&shade=rollout-gap")
+    card = page.locator(".sample-card").nth(4)
+    expect(card.locator("[data-mismatch]")).to_have_text("max |Δ rollout| 0.7 · 1 token > 0.1")
+    expect(page.locator(".sample-card").first.locator("[data-mismatch]")).to_have_text("max |Δ rollout| 0 · 0 tokens > 0.1")
+    card.get_by_role("button", name="tokens").click()
+    gaps = [float(v) for v in card.locator(".token").evaluate_all("ts => ts.map(t => t.dataset.value)")]
+    assert gaps == pytest.approx([0, -0.7, -0.05, 0])
+    assert "weight 2.014" in card.locator(".token").nth(1).get_attribute("title")  # exp(0.7)
+    shot(page, "samples-rollout-gap")
     assert not page.errors

@@ -8,6 +8,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.ui.conftest import shot
@@ -89,15 +90,31 @@ def test_samples_of_a_step_groups_and_tokens(page, server):
     page.locator("#step-slider").focus()
     page.keyboard.press("ArrowRight")
     expect(page).to_have_url(f"{server.url}/runs/{run['id']}/samples?step=6")
-    # GRPO group view: 4 groups of 4 answers, each with the group's std
+    # GRPO group view: 4 groups of 4 answers, each with its mean and the n - 1 std of the scores served
     page.get_by_role("button", name="groups").click()
-    expect(page.locator("[data-group]")).to_have_count(4)
-    expect(page.locator("[data-group]").first).to_contain_text("std")
-    # token view with log-prob shading, legend and hover values
-    page.locator(".sample-card").first.get_by_role("button", name="tokens").click()
-    token = page.locator(".token").first
-    expect(token).to_be_visible()
-    assert "log-prob" in token.get_attribute("title")
+    groups = page.locator("[data-group]")
+    expect(groups).to_have_count(4)
+    served = server.api.get(f"/api/v1/runs/{run['id']}/samples?step=6&split=train&prompt_index=0")["data"]
+    scores = [x["score"] for x in served]
+    mean = sum(scores) / len(scores)
+    std = 0.0 if len(set(scores)) == 1 else (sum((x - mean) ** 2 for x in scores) / (len(scores) - 1)) ** 0.5
+    assert float(groups.first.get_attribute("data-mean")) == pytest.approx(mean)
+    assert float(groups.first.get_attribute("data-std")) == pytest.approx(std)
+    # token view: each token's shade value and hover text are the logged log-prob
+    card = page.locator(".sample-card").first
+    sample = server.api.get(f"/api/v1/runs/{run['id']}/samples/{card.get_attribute('data-sample-id')}")
+    card.get_by_role("button", name="tokens").click()
+    tokens = card.locator(".token")
+    expect(tokens).to_have_count(len(sample["tokens"]))
+    for i, (text, lp) in enumerate(zip(sample["tokens"], sample["old_log_probs"])):
+        assert tokens.nth(i).inner_text() == text
+        assert float(tokens.nth(i).get_attribute("data-value")) == pytest.approx(lp)
+        shown = re.search(r"^log-prob (\S+)$", tokens.nth(i).get_attribute("title"), re.M).group(1)
+        assert float(shown) == pytest.approx(lp, rel=1e-3, abs=1e-6)
+    # KL shading: old - ref per token
+    page.locator("select", has=page.locator("option", has_text="KL to reference")).select_option("kl")
+    kl = sample["old_log_probs"][0] - sample["ref_log_probs"][0]
+    assert float(card.locator(".token").first.get_attribute("data-value")) == pytest.approx(kl)
     expect(page.locator(".token-legend").first).to_be_visible()
     shot(page, "samples-groups-tokens")
     # filters: only correct answers

@@ -1064,6 +1064,12 @@ export type SampleRow = {
      * the answer's first non-empty line, at most 200 characters
      */
     first_line: string;
+    /**
+     * Rollout Diff Max
+     *
+     * largest |rollout - actor log-prob| over the answer's tokens (a vLLM rollout's extras.rollout_log_probs against old_log_probs); null when the run logged no rollout log-probs
+     */
+    rollout_diff_max?: number | null;
 };
 
 /**

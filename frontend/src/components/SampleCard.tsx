@@ -2,6 +2,7 @@ import { useState } from "react";
 import type { SamplePublic } from "../client/types.gen";
 import { degenerateReason } from "../lib/alarms";
 import { fmtNum } from "../lib/format";
+import { MISMATCH_THRESHOLD, mismatchSummary } from "../lib/tokenMismatch";
 import { ScoreBadge } from "./Badges";
 import { ModelText } from "./Text";
 import { TokenView, type Shade } from "./TokenView";
@@ -17,12 +18,19 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
   const [tokens, setTokens] = useState(false);
   const degenerate = degenerateReason(sample);
   const adv = meanAdvantage(sample);
+  const mismatch = mismatchSummary(sample);
   return (
     <article className={`card sample-card ${compact ? "compact" : ""}`} data-sample-id={sample.id}>
       <header className="sample-head">
         <ScoreBadge score={sample.score} />
         {adv !== null && <span className="badge neutral" title="mean advantage over the response's tokens">adv {fmtNum(adv, 3)}</span>}
         {degenerate && <span className="badge alarm-warning" title="degenerate answer">{degenerate}</span>}
+        {mismatch && (
+          <span className={`badge ${mismatch.over ? "alarm-warning" : "neutral"}`} data-mismatch={mismatch.maxAbs}
+            title={`rollout vs actor log-probs: largest |gap| over the ${mismatch.tokens} tokens; tokens with |gap| > ${MISMATCH_THRESHOLD}`}>
+            max |Δ rollout| {fmtNum(mismatch.maxAbs, 3)} · {mismatch.over} token{mismatch.over === 1 ? "" : "s"} &gt; {MISMATCH_THRESHOLD}
+          </span>
+        )}
         <span className="muted small">prompt #{sample.prompt_index ?? "—"} · {sample.data_source ?? "?"} · step {sample.step}{sample.split === "val" ? " · val" : ""}</span>
         {(sample.tokens?.length ?? 0) > 0 && (
           <button type="button" className="link-button" aria-pressed={tokens} onClick={() => setTokens((t) => !t)}>

@@ -1,16 +1,20 @@
 /**
- * A response's tokens shaded by log-prob, KL to the reference (old − ref log-prob, per token) or advantage,
- * with a legend and each token's values on hover (title) and focus.
+ * A response's tokens shaded by log-prob, KL to the reference (old − ref log-prob, per token), advantage, the
+ * rollout − actor log-prob gap or the importance weight (runs with a separate rollout, e.g. vLLM), with a
+ * legend and each token's values on hover (title) and focus.
  */
 import type { SamplePublic } from "../client/types.gen";
 import { fmtNum } from "../lib/format";
+import { importanceWeights, logProbGap, rolloutLogProbs } from "../lib/tokenMismatch";
 
-export type Shade = "logprob" | "kl" | "advantage";
+export type Shade = "logprob" | "kl" | "advantage" | "rollout-gap" | "is-weight";
 
 export const SHADES: { id: Shade; label: string }[] = [
   { id: "logprob", label: "log-prob" },
   { id: "kl", label: "KL to reference" },
   { id: "advantage", label: "advantage" },
+  { id: "rollout-gap", label: "rollout − actor log-prob" },
+  { id: "is-weight", label: "importance weight" },
 ];
 
 function tokenValues(sample: SamplePublic, shade: Shade): (number | null)[] {
@@ -19,6 +23,8 @@ function tokenValues(sample: SamplePublic, shade: Shade): (number | null)[] {
   return Array.from({ length: n }, (_, i) => {
     if (shade === "logprob") return at(sample.old_log_probs, i);
     if (shade === "advantage") return at(sample.advantages, i);
+    if (shade === "rollout-gap") return at(logProbGap(sample), i);
+    if (shade === "is-weight") return at(importanceWeights(sample), i);
     const a = at(sample.old_log_probs, i);
     const b = at(sample.ref_log_probs, i);
     return a === null || b === null ? null : a - b;
@@ -28,6 +34,10 @@ function tokenValues(sample: SamplePublic, shade: Shade): (number | null)[] {
 /** Color for a value: log-prob from red (unlikely) to clear (certain); KL and advantage diverging around 0. */
 function color(shade: Shade, v: number | null, scale: number): string {
   if (v === null || !Number.isFinite(v)) return "transparent";
+  if (shade === "is-weight") { // 1 is agreement: shade by how far the log of the weight is from 0
+    const t = Math.min(1, Math.abs(Math.log(Math.max(v, 1e-12))) / Math.max(scale, 1e-6));
+    return v >= 1 ? `rgba(84, 162, 75, ${(t * 0.75).toFixed(3)})` : `rgba(228, 87, 86, ${(t * 0.75).toFixed(3)})`;
+  }
   if (shade === "logprob") {
     const t = Math.min(1, Math.max(0, -v / Math.max(scale, 1e-6)));
     return `rgba(228, 87, 86, ${(t * 0.75).toFixed(3)})`;
@@ -41,15 +51,21 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
   if (!tokens.length) return <div className="muted">No per-token data for this sample.</div>;
   const values = tokenValues(sample, shade);
   const finite = values.filter((v): v is number => v !== null && Number.isFinite(v));
-  const scale = shade === "logprob" ? Math.max(1e-6, -Math.min(0, ...finite)) : Math.max(1e-6, ...finite.map(Math.abs));
-  const legend = shade === "logprob"
-    ? [`0 (certain)`, `${fmtNum(-scale)} (unlikely)`]
-    : [`−${fmtNum(scale)}`, `+${fmtNum(scale)}`];
+  const scale = shade === "logprob" ? Math.max(1e-6, -Math.min(0, ...finite))
+    : shade === "is-weight" ? Math.max(1e-6, ...finite.map((v) => Math.abs(Math.log(Math.max(v, 1e-12)))))
+      : Math.max(1e-6, ...finite.map(Math.abs));
+  const legend = shade === "logprob" ? [`0 (certain)`, `${fmtNum(-scale)} (unlikely)`]
+    : shade === "is-weight" ? [`${fmtNum(Math.exp(-scale))}`, `${fmtNum(Math.exp(scale))}`]
+      : [`−${fmtNum(scale)}`, `+${fmtNum(scale)}`];
+  const rollout = rolloutLogProbs(sample);
+  const gap = logProbGap(sample);
+  const weights = importanceWeights(sample);
+  const kl = tokenValues(sample, "kl");
   return (
     <div className="token-view">
       <div className="token-legend" aria-label="legend">
         <span>{legend[0]}</span>
-        <span className={`legend-bar legend-${shade}`} aria-hidden />
+        <span className={`legend-bar legend-${shade === "logprob" ? "logprob" : "kl"}`} aria-hidden />
         <span>{legend[1]}</span>
         {!finite.length && <span className="muted"> (no values for this shading)</span>}
       </div>
@@ -59,8 +75,9 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
             `token ${i}: ${JSON.stringify(tok)}`,
             `log-prob ${fmtNum(sample.old_log_probs?.[i] ?? null)}`,
             `ref log-prob ${fmtNum(sample.ref_log_probs?.[i] ?? null)}`,
-            `KL ${fmtNum(tokenValues(sample, "kl")[i])}`,
+            `KL ${fmtNum(kl[i])}`,
             `advantage ${fmtNum(sample.advantages?.[i] ?? null)}`,
+            rollout ? `rollout log-prob ${fmtNum(rollout[i] ?? null)} (rollout − actor ${fmtNum(gap?.[i] ?? null)}, weight ${fmtNum(weights?.[i] ?? null)})` : "",
             sample.values ? `value ${fmtNum(sample.values[i] ?? null)}` : "",
           ].filter(Boolean).join("\n");
           return <span key={i} className="token" tabIndex={0} title={tip} data-value={values[i] ?? ""}

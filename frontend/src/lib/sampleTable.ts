@@ -8,16 +8,17 @@ export interface Row {
   advantage?: number | null;
   length: number;
   first_line: string;
+  rollout_diff_max?: number | null;
 }
 
-export type SortColumn = "prompt" | "score" | "advantage" | "length";
+export type SortColumn = "prompt" | "score" | "advantage" | "length" | "mismatch";
 export interface Sort { column: SortColumn; desc: boolean }
 
 /** `"-score"` -> score descending; anything unknown -> prompt order. */
 export function parseSort(v: string | null): Sort {
   const desc = !!v && v.startsWith("-");
   const column = (v ?? "").replace(/^-/, "") as SortColumn;
-  return ["prompt", "score", "advantage", "length"].includes(column) ? { column, desc } : { column: "prompt", desc: false };
+  return ["prompt", "score", "advantage", "length", "mismatch"].includes(column) ? { column, desc } : { column: "prompt", desc: false };
 }
 
 export function sortParam(s: Sort): string | null {
@@ -25,7 +26,8 @@ export function sortParam(s: Sort): string | null {
 }
 
 function value(r: Row, c: SortColumn): number | null {
-  const v = c === "prompt" ? r.prompt_index : c === "score" ? r.score : c === "advantage" ? r.advantage : r.length;
+  const v = c === "prompt" ? r.prompt_index : c === "score" ? r.score : c === "advantage" ? r.advantage
+    : c === "mismatch" ? r.rollout_diff_max : r.length;
   return v === null || v === undefined || Number.isNaN(v) ? null : v;
 }
 
