@@ -89,7 +89,7 @@ def create_run(*, session: Session, runs_dir: Path, experiment_id: int, name: st
 
 
 def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, experiment_id: int | None = None,
-              tags: list[str] | None = None, name_contains: str | None = None,
+              tags: list[str] | None = None, without_tags: list[str] | None = None, name_contains: str | None = None,
               config: list[tuple[list[str], str]] | None = None, parent_id: int | None = None,
               sort: str = "created_at", descending: bool = True, skip: int = 0, limit: int = 100
               ) -> tuple[list[Run], int]:
@@ -101,6 +101,8 @@ def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, expe
         stmt = stmt.where(Run.experiment_id == experiment_id)
     for tag in tags or []:
         stmt = stmt.where(cast(Run.tags, String).contains(json.dumps(tag)))
+    for tag in without_tags or []:  # e.g. "archived": the runs list hides those unless asked
+        stmt = stmt.where(~cast(Run.tags, String).contains(json.dumps(tag)))
     if name_contains:
         stmt = stmt.where(Run.name.contains(name_contains))
     if parent_id is not None:

@@ -1,6 +1,8 @@
 """Samples (one per rollout): idempotent batch ingest and the queries behind the samples views."""
 from __future__ import annotations
 
+import io
+import json
 import math
 import time
 
@@ -171,3 +173,33 @@ def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_
     found.sort(key=lambda sc: (abs(sc[0] - step), -sc[0]))
     return StepOverlaps(prompts=n, data=[StepOverlap(run_id=other_run_id, step=s, split=other_split, shared_prompts=c)
                                          for s, c in found[:limit]])
+
+
+EXPORT_COLUMNS = ["id", "step", "split", "sample_index", "prompt_index", "group_uid", "data_source", "prompt",
+                  "response", "score", "reward", "ground_truth", "tokens", "old_log_probs", "ref_log_probs",
+                  "advantages", "values", "extras", "wall_time"]
+ARRAY_COLUMNS = {"tokens", "old_log_probs", "ref_log_probs", "advantages", "values", "extras"}
+
+
+def export(*, session: Session, run_id: int, fmt: str, steps: list[int] | None = None, split: str | None = None,
+           prompt_index: int | None = None, data_source: str | None = None, text: str | None = None,
+           min_score: float | None = None, max_score: float | None = None) -> bytes:
+    """The filtered samples as a file: `jsonl` keeps arrays and extras as JSON values; `csv` writes them as JSON
+    text in their cells; `parquet` keeps the per-token arrays as list columns and extras as JSON text."""
+    sub = _filtered(run_id, steps=steps, split=split, prompt_index=prompt_index, data_source=data_source, text=text,
+                    min_score=min_score, max_score=max_score).subquery()
+    query = select(*[sub.c[c] for c in EXPORT_COLUMNS]).order_by(sub.c.step, sub.c.split, sub.c.sample_index)
+    records = [dict(zip(EXPORT_COLUMNS, r)) for r in session.execute(query).all()]
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, allow_nan=False, default=str) + "\n" for r in records).encode()
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(records, columns=EXPORT_COLUMNS)
+    if fmt == "csv":
+        for column in ARRAY_COLUMNS:
+            frame[column] = [None if v is None else json.dumps(v) for v in frame[column]]
+        return frame.to_csv(index=False).encode()
+    frame["extras"] = [None if v is None else json.dumps(v) for v in frame["extras"]]
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()

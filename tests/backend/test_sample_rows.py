@@ -64,3 +64,37 @@ def test_rows_carry_the_rollout_actor_gap(client):
     assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [sample]}, headers=_auth(run)).status_code == 200
     row = client.get(f"/api/v1/runs/{run['id']}/samples/rows").json()["data"][0]
     assert abs(row["rollout_diff_max"] - 0.7) < 1e-9
+
+
+def test_samples_export_keeps_the_filtered_set_in_every_format(client):
+    import io
+    import json
+
+    import pandas as pd
+
+    run = external_run(client)
+    samples = [_sample(1, 0, 7, score=1.0), _sample(1, 1, 8, score=0.0), _sample(2, 0, 7, score=1.0)]
+    samples[0]["extras"] = {"rollout_log_probs": [-0.1, -0.2, -0.4]}
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    url = f"/api/v1/runs/{run['id']}/samples/export"
+    jsonl = client.get(url, params={"step": 1, "min_score": 0.5})
+    assert jsonl.status_code == 200 and jsonl.headers["content-type"].startswith("application/x-ndjson")
+    assert f'run-{run["id"]}-samples.jsonl' in jsonl.headers["content-disposition"]
+    lines = [json.loads(line) for line in jsonl.text.splitlines()]
+    assert [(r["step"], r["prompt_index"], r["score"]) for r in lines] == [(1, 7, 1.0)]
+    assert lines[0]["advantages"] == [0.5, 1.5] and lines[0]["extras"]["rollout_log_probs"] == [-0.1, -0.2, -0.4]
+    csv = pd.read_csv(io.StringIO(client.get(url, params={"format": "csv", "step": 1}).text))
+    assert list(csv["prompt_index"]) == [7, 8] and json.loads(csv["tokens"][0]) == ["1", "2", "\n"]
+    parquet = pd.read_parquet(io.BytesIO(client.get(url, params={"format": "parquet"}).content))
+    assert len(parquet) == 3 and list(parquet["old_log_probs"][0]) == [-0.1, -0.2, -0.3]
+    assert json.loads(parquet["extras"][0]) == {"rollout_log_probs": [-0.1, -0.2, -0.4]}
+    assert client.get(url, params={"format": "xlsx"}).status_code == 422
+
+
+def test_runs_list_leaves_out_tags(client):
+    kept = external_run(client, name="kept", tags=["a"])
+    archived = external_run(client, name="gone", tags=["a", "archived"])
+    ids = lambda params: [r["id"] for r in client.get("/api/v1/runs", params=params).json()["data"]]  # noqa: E731
+    assert ids({"not_tag": "archived"}) == [kept["id"]]
+    assert set(ids({})) == {kept["id"], archived["id"]}
+    assert ids({"tag": "archived"}) == [archived["id"]]

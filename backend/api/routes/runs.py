@@ -67,6 +67,8 @@ def list_runs(
     status_: Annotated[list[RunStatus] | None, Query(alias="status")] = None,
     experiment_id: int | None = None,
     tag: Annotated[list[str] | None, Query(description="runs with every one of these tags")] = None,
+    not_tag: Annotated[list[str] | None, Query(description="runs with none of these tags (the UI hides 'archived')")]
+    = None,
     q: Annotated[str | None, Query(max_length=200, description="name contains")] = None,
     config: Annotated[list[str] | None, Query(
         description="config value filters `dotted.key=value`, e.g. algorithm.adv_estimator=grpo")] = None,
@@ -87,7 +89,7 @@ def list_runs(
         key, value = item.split("=", 1)
         filters.append((key.split("."), value))
     rows, count = runs_service.list_runs(
-        session=session, statuses=status_, experiment_id=experiment_id, tags=tag, name_contains=q, config=filters,
+        session=session, statuses=status_, experiment_id=experiment_id, tags=tag, without_tags=not_tag, name_contains=q, config=filters,
         parent_id=parent_id, sort=field, descending=sort.startswith("-"), skip=skip, limit=limit)
     return RunsPublic(data=[RunPublic.model_validate(r) for r in rows], count=count)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
 from backend.models import (
@@ -59,6 +59,24 @@ def list_sample_steps(session: SessionDep, run_id: int):
     get_run_or_404(session, run_id)
     data = samples.steps(session=session, run_id=run_id)
     return SampleSteps(data=data, count=len(data))
+
+
+@router.get("/runs/{run_id}/samples/export", responses={200: {"content": {
+    "application/x-ndjson": {}, "text/csv": {}, "application/vnd.apache.parquet": {}}}})
+def export_samples(session: SessionDep, run_id: int, format: Literal["jsonl", "csv", "parquet"] = "jsonl",
+                   step: Annotated[list[int] | None, Query(max_length=1000)] = None, split: Split | None = None,
+                   prompt_index: int | None = None, data_source: str | None = None,
+                   q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")]
+                   = None,
+                   min_score: float | None = None, max_score: float | None = None):
+    """The run's samples that match the filters (the Samples page's), every field, as a file."""
+    run = get_run_or_404(session, run_id)
+    body = samples.export(session=session, run_id=run_id, fmt=format, steps=step, split=split,
+                          prompt_index=prompt_index, data_source=data_source, text=q, min_score=min_score,
+                          max_score=max_score)
+    media = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}[format]
+    return Response(body, media_type=media,
+                    headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.{format}"'})
 
 
 @router.get("/runs/{run_id}/samples/rows", response_model=SampleRows)

@@ -210,3 +210,30 @@ export const runWrites = {
   cancel: (runId: number) => unwrap(sdk.cancelRun({ path: { run_id: runId } })),
   resume: (runId: number) => unwrap(sdk.resumeRun({ path: { run_id: runId } })),
 };
+
+/** Hand a fetched file to the browser as a download (the request carries the API token like any other). */
+function save(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export type SampleExportFormat = "jsonl" | "csv" | "parquet";
+
+/** Files: a run's metrics (one row per step) and its samples as filtered on the Samples page. */
+export const downloads = {
+  metrics: async (runId: number, format: "csv" | "parquet") =>
+    save(await unwrap(sdk.exportMetrics({ path: { run_id: runId }, query: { format }, parseAs: "blob" })) as Blob,
+      `run-${runId}-metrics.${format}`),
+  samples: async (runId: number, format: SampleExportFormat, filters: SampleQuery) => {
+    const { step, split, q, min_score, max_score, data_source, prompt_index } = filters;
+    const query = { format, split, q, min_score, max_score, data_source, prompt_index, ...(step !== undefined ? { step: [step] } : {}) };
+    save(await unwrap(sdk.exportSamples({ path: { run_id: runId }, query, parseAs: "blob" })) as Blob,
+      `run-${runId}-samples${step !== undefined ? `-step-${step}` : ""}.${format}`);
+  },
+};

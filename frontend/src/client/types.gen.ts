@@ -1582,6 +1582,12 @@ export type ListRunsData = {
          */
         tag?: Array<string> | null;
         /**
+         * Not Tag
+         *
+         * runs with none of these tags (the UI hides 'archived')
+         */
+        not_tag?: Array<string> | null;
+        /**
          * Q
          *
          * name contains
@@ -2341,6 +2347,69 @@ export type ListSampleStepsResponses = {
 };
 
 export type ListSampleStepsResponse = ListSampleStepsResponses[keyof ListSampleStepsResponses];
+
+export type ExportSamplesData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: {
+        /**
+         * Format
+         */
+        format?: 'jsonl' | 'csv' | 'parquet';
+        /**
+         * Step
+         */
+        step?: Array<number> | null;
+        /**
+         * Split
+         */
+        split?: 'train' | 'val' | null;
+        /**
+         * Prompt Index
+         */
+        prompt_index?: number | null;
+        /**
+         * Data Source
+         */
+        data_source?: string | null;
+        /**
+         * Q
+         *
+         * prompt or response contains
+         */
+        q?: string | null;
+        /**
+         * Min Score
+         */
+        min_score?: number | null;
+        /**
+         * Max Score
+         */
+        max_score?: number | null;
+    };
+    url: '/api/v1/runs/{run_id}/samples/export';
+};
+
+export type ExportSamplesErrors = {
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ExportSamplesError = ExportSamplesErrors[keyof ExportSamplesErrors];
+
+export type ExportSamplesResponses = {
+    /**
+     * Successful Response
+     */
+    200: unknown;
+};
 
 export type ListSampleRowsData = {
     body?: never;

@@ -3,7 +3,8 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { isActive, qk, runWrites, useExperiments, useLatestSamples, useRun } from "../../api/queries";
+import { downloads, isActive, qk, runWrites, useExperiments, useLatestSamples, useRun } from "../../api/queries";
+import { DownloadMenu } from "../../components/DownloadMenu";
 import type { RunPublic } from "../../client/types.gen";
 import { AlarmBanner, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { ChartControls, useChartOptions } from "../../components/ChartControls";
@@ -91,6 +92,11 @@ function RunView({ run }: { run: RunPublic }) {
         {active && <button type="button" className="danger" disabled={action.isPending} onClick={() => action.mutate("cancel")}>Cancel</button>}
         {!active && <button type="button" disabled={action.isPending} onClick={() => action.mutate("resume")} title="continue from the last checkpoint">Resume</button>}
         <Link className="button" to={`/runs/new?fork=${run.id}`}>Fork</Link>
+        <DownloadMenu items={[
+          { label: "Metrics as CSV (one row per step)", run: () => downloads.metrics(run.id, "csv") },
+          { label: "Metrics as Parquet", run: () => downloads.metrics(run.id, "parquet") },
+          { label: "Every sample as JSONL", run: () => downloads.samples(run.id, "jsonl", {}) },
+        ]} />
       </>}>
         {run.name || `run ${run.id}`} <StatusBadge status={run.status} />
       </PageTitle>

@@ -8,8 +8,9 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { isActive, qk, useRun, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
+import { downloads, isActive, qk, useRun, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
 import type { SamplePublic } from "../../client/types.gen";
+import { DownloadMenu } from "../../components/DownloadMenu";
 import { PageTitle } from "../../components/Layout";
 import { SampleCard } from "../../components/SampleCard";
 import { Empty, ErrorBox, Loading, QueryState } from "../../components/States";
@@ -94,6 +95,12 @@ export function SamplesPage() {
           valSteps={(steps.data?.data ?? []).filter((s) => s.split === "val").map((s) => s.step)} />}
         <Link className="button" to={`/runs/${runId}/changes`}>What changed</Link>
         <Link className="button" to={`/runs/${runId}`}>Charts</Link>
+        <DownloadMenu items={[
+          ...(["jsonl", "csv", "parquet"] as const).map((f) => ({
+            label: `Step ${step ?? "—"}, as filtered, ${f.toUpperCase()}`, run: () => downloads.samples(runId, f, { ...filters, ...(prompt !== null ? { prompt_index: prompt } : {}) }) })),
+          ...(["jsonl", "csv", "parquet"] as const).map((f) => ({
+            label: `Every ${split} step, as filtered, ${f.toUpperCase()}`, run: () => downloads.samples(runId, f, { ...filters, step: undefined }) })),
+        ]} />
       </>}>
         Samples · <Link to={`/runs/${runId}`}>{run.data?.name || `run ${runId}`}</Link>
       </PageTitle>
