@@ -4,7 +4,7 @@
  */
 import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
-import type { RunCreate, RunFork, RunStatus } from "../client/types.gen";
+import type { RunCreate, RunFork, RunStatus, RunUpdate } from "../client/types.gen";
 import { unwrap } from "./client";
 
 export const qk = {
@@ -39,6 +39,7 @@ export interface RunFilters {
   status?: RunStatus[];
   experiment_id?: number;
   tag?: string[];
+  not_tag?: string[];
   q?: string;
 }
 
@@ -209,7 +210,12 @@ export const runWrites = {
   fork: (runId: number, body: RunFork) => unwrap(sdk.forkRun({ path: { run_id: runId }, body })),
   cancel: (runId: number) => unwrap(sdk.cancelRun({ path: { run_id: runId } })),
   resume: (runId: number) => unwrap(sdk.resumeRun({ path: { run_id: runId } })),
+  update: (runId: number, body: RunUpdate) => unwrap(sdk.updateRun({ path: { run_id: runId }, body })),
+  remove: (runId: number) => unwrap(sdk.deleteRun({ path: { run_id: runId } })),
 };
+
+/** Archiving is a tag: the runs list leaves runs with it out unless asked to show them. */
+export const ARCHIVED_TAG = "archived";
 
 /** Hand a fetched file to the browser as a download (the request carries the API token like any other). */
 function save(blob: Blob, filename: string): void {

@@ -15,6 +15,7 @@ import { runAlarms } from "../../lib/alarms";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { ConfigView } from "./ConfigView";
 import { LogTail, useLogTail } from "./LogTail";
+import { RunManage } from "./RunManage";
 
 export function RunPage() {
   const runId = Number(useParams().runId);
@@ -133,6 +134,7 @@ function RunView({ run }: { run: RunPublic }) {
         <section className="card"><h2>Log</h2><LogTail state={logs} /></section>
         <section className="card"><h2>Config</h2><ConfigView config={run.resolved_config} edited={run.config} /></section>
       </div>
+      <RunManage key={`${run.id}-${run.name}-${(run.tags ?? []).join(",")}-${run.notes?.length ?? 0}`} run={run} />
     </div>
   );
 }

@@ -3,7 +3,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { isActive, qk, useExperiments, useNewestAnswers, useRuns, useRunsHealth, type RunFilters } from "../../api/queries";
+import { ARCHIVED_TAG, isActive, qk, useExperiments, useNewestAnswers, useRuns, useRunsHealth, type RunFilters } from "../../api/queries";
 import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
 import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
@@ -24,6 +24,7 @@ function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | nul
   if (params.get("experiment")) filters.experiment_id = Number(params.get("experiment"));
   if (params.get("tag")) filters.tag = [params.get("tag")!];
   if (params.get("q")) filters.q = params.get("q")!;
+  if (params.get("archived") !== "1" && !filters.tag?.includes(ARCHIVED_TAG)) filters.not_tag = [ARCHIVED_TAG];
   const set = (k: string, v: string | null) =>
     setParams((prev) => {
       const next = new URLSearchParams(prev);
@@ -113,13 +114,15 @@ export function RunsPage() {
         </select>
         <input type="search" placeholder="tag" aria-label="tag" defaultValue={params.get("tag") ?? ""}
           onChange={(e) => setFilter("tag", e.target.value.trim() || null)} style={{ width: 120 }} />
+        <label className="small"><input type="checkbox" checked={params.get("archived") === "1"}
+          onChange={(e) => setFilter("archived", e.target.checked ? "1" : null)} /> show archived</label>
         {runs.isFetching && <span className="spinner" aria-label="refreshing" />}
       </div>
 
       {runs.isLoading ? <Loading what="Loading runs" /> : runs.error ? <ErrorBox error={runs.error} retry={() => void runs.refetch()} /> :
         !runs.data?.data.length ? (
-          <Empty title={Object.keys(filters).length ? "No runs match these filters." : "No runs yet."}>
-            <Link to="/runs/new">Launch one from the New-run form</Link>
+          <Empty title={Object.keys(filters).some((k) => k !== "not_tag") ? "No runs match these filters." : "No runs yet."}>
+            <Link to="/runs/new">Launch one from the New-run form</Link>{filters.not_tag ? " (archived runs are hidden: tick “show archived”)" : ""}
           </Empty>
         ) : (
           <div className="card table-wrap">
