@@ -6,7 +6,7 @@ import json
 import math
 import time
 
-from sqlalchemy import func, or_
+from sqlalchemy import func, literal_column, or_
 from sqlmodel import Session, select
 
 from backend.models import Run, Sample, SampleAnswer, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
@@ -135,25 +135,45 @@ def _max_abs_diff(rollout, actor) -> float | None:
 def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
          data_source: str | None = None, text: str | None = None, min_score: float | None = None,
          max_score: float | None = None, limit: int) -> tuple[list[SampleRow], int]:
-    """A run's samples (filtered) as table rows: no prompt, no per-token arrays; the mean advantage
-    and the length are computed here so the browser never downloads the arrays."""
-    sub = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
-                    max_score=max_score).subquery()
-    count = session.exec(select(func.count()).select_from(sub)).one()
-    s = sub.c
-    query = (select(s.id, s.step, s.split, s.sample_index, s.prompt_index, s.group_uid, s.data_source, s.score,
-                    s.advantages, s.tokens, s.response, s.old_log_probs, s.extras)
-             .order_by(s.step, s.split, s.sample_index, s.id).limit(limit))
-    out = []
-    for r in session.execute(query).all():
-        tokens = r.tokens
-        out.append(SampleRow(id=r.id, step=r.step, split=r.split, sample_index=r.sample_index,
-                             prompt_index=r.prompt_index, group_uid=r.group_uid, data_source=r.data_source,
-                             score=r.score, advantage=_mean(r.advantages),
-                             length=len(tokens) if tokens else len(r.response or ""),
-                             first_line=_first_line(r.response),
-                             rollout_diff_max=_max_abs_diff((r.extras or {}).get("rollout_log_probs"), r.old_log_probs)))
+    """A run's samples (filtered) as table rows: no prompt, no per-token arrays; the mean advantage, the
+    length and the rollout/actor gap are computed here so the browser never downloads the arrays. On SQLite
+    the database reduces the arrays itself (json_each), so 4,096 answers of 256 tokens are not decoded in
+    Python; only rows that carry rollout log-probs are."""
+    stmt = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
+                     max_score=max_score)
+    count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
+    head = (Sample.id, Sample.step, Sample.split, Sample.sample_index, Sample.prompt_index, Sample.group_uid,
+            Sample.data_source, Sample.score, func.substr(Sample.response, 1, 2000), func.length(Sample.response))
+    order = (Sample.step, Sample.split, Sample.sample_index, Sample.id)
+    out: list[SampleRow] = []
+    if session.get_bind().dialect.name == "sqlite":
+        t = Sample.__tablename__
+        reduced = (literal_column(f"(SELECT avg(value) FROM json_each({t}.advantages))"),
+                   literal_column(f"json_array_length({t}.tokens)"),
+                   literal_column(f"json_type({t}.extras, '$.rollout_log_probs') = 'array'"))
+        result = session.execute(stmt.with_only_columns(*head, *reduced).order_by(*order).limit(limit)).all()
+        with_rollout = [r[0] for r in result if r[12]]
+        gaps = {}
+        for i in range(0, len(with_rollout), 500):
+            for sid, extras, actor in session.execute(select(Sample.id, Sample.extras, Sample.old_log_probs)
+                                                      .where(Sample.id.in_(with_rollout[i:i + 500]))).all():
+                gaps[sid] = _max_abs_diff((extras or {}).get("rollout_log_probs"), actor)
+        for r in result:
+            out.append(_row(r, advantage=r[10], length=r[11], gap=gaps.get(r[0])))
+        return out, count
+    result = session.execute(stmt.with_only_columns(*head, Sample.advantages, Sample.tokens, Sample.old_log_probs,
+                                                    Sample.extras).order_by(*order).limit(limit)).all()
+    for r in result:
+        out.append(_row(r, advantage=_mean(r[10]), length=len(r[11]) if r[11] else None,
+                        gap=_max_abs_diff((r[13] or {}).get("rollout_log_probs"), r[12])))
     return out, count
+
+
+def _row(r, *, advantage, length, gap) -> SampleRow:
+    return SampleRow(id=r[0], step=r[1], split=r[2], sample_index=r[3], prompt_index=r[4], group_uid=r[5],
+                     data_source=r[6], score=r[7], advantage=advantage,
+                     length=length if length else (r[9] or 0), first_line=_first_line(r[8]),
+                     rollout_diff_max=gap)
 
 
 def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
