@@ -94,7 +94,7 @@ def test_samples_export_keeps_the_filtered_set_in_every_format(client):
 def test_runs_list_leaves_out_tags(client):
     kept = external_run(client, name="kept", tags=["a"])
     archived = external_run(client, name="gone", tags=["a", "archived"])
-    ids = lambda params: [r["id"] for r in client.get("/api/v1/runs", params=params).json()["data"]]  # noqa: E731
+    ids = lambda params: [r["id"] for r in client.get("/api/v1/runs", params=params).json()["data"]]
     assert ids({"not_tag": "archived"}) == [kept["id"]]
     assert set(ids({})) == {kept["id"], archived["id"]}
     assert ids({"tag": "archived"}) == [archived["id"]]

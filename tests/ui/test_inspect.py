@@ -20,7 +20,7 @@ from tests.ui.seed import step_metrics
 def answers(step, prompts, scores, *, split="train", tokens=4, grpo=True):
     """Samples for `prompts` (prompt ids), each with the scores in scores[prompt] (one answer per score); the
     advantages are what the engine's GRPO computes for them."""
-    out, index = [], 0
+    out = []
     flat = [(p, s) for p in prompts for s in scores[p]]
     adv = [0.0] * len(flat)
     if grpo:
@@ -28,13 +28,12 @@ def answers(step, prompts, scores, *, split="train", tokens=4, grpo=True):
         a, _ = compute_grpo_outcome_advantage(token_level_rewards=t[:, None], response_mask=torch.ones(len(flat), 1),
                                               index=[str(p) for p, _ in flat])
         adv = a[:, 0].tolist()
-    for (p, s), av in zip(flat, adv):
+    for index, ((p, s), av) in enumerate(zip(flat, adv)):
         response = f"answer {p}.{index} = {'right' if s > 0 else 'wrong'}\nsecond line"
         out.append({"step": step, "split": split, "sample_index": index, "prompt_index": p, "group_uid": f"{split}{step}-{p}",
                     "prompt": f"What is prompt {p}?", "response": response, "score": s, "data_source": "arith",
                     "tokens": [f"t{k}" for k in range(tokens)], "old_log_probs": [-0.1] * tokens,
                     "advantages": [av] * tokens})
-        index += 1
     return out
 
 
@@ -126,7 +125,7 @@ def test_side_by_side_never_dead_ends(page, server):
     run = server.api.external_run("shuffled", tags=["ui"])
     scores = {p: [1.0, 0.0] for p in range(12)}
     # training draws new prompts every step; step 4 comes back to step 1's prompts; validations ask 0..3
-    draws = {1: range(0, 4), 2: range(4, 8), 3: range(8, 12), 4: range(0, 4)}
+    draws = {1: range(4), 2: range(4, 8), 3: range(8, 12), 4: range(4)}
     samples = [s for step, ps in draws.items() for s in answers(step, ps, scores)]
     samples += answers(0, range(4), scores, split="val") + answers(4, range(4), {p: [1.0] for p in range(4)}, split="val")
     server.api.samples(run, samples)

@@ -6,6 +6,7 @@ import io
 import json
 import random
 import re
+from pathlib import Path
 
 import pandas as pd
 from playwright.sync_api import expect
@@ -70,13 +71,13 @@ def test_downloads_metrics_and_filtered_samples(page, server):
     assert isinstance(json.loads(frame["old_log_probs"][0]), list)
     with page.expect_download() as info:
         page.get_by_role("menuitem", name="Every train step, as filtered, JSONL").click()
-    lines = [json.loads(line) for line in open(info.value.path())]
+    lines = [json.loads(line) for line in Path(info.value.path()).read_text().splitlines()]
     assert {r["step"] for r in lines} == {2, 4} and all(r["score"] >= 1 for r in lines)
     page.goto(f"{server.url}/runs/{run['id']}")
     page.locator(".download-menu summary").click()
     with page.expect_download() as info:
         page.get_by_role("menuitem", name=re.compile("Metrics as CSV")).click()
-    metrics = pd.read_csv(io.BytesIO(open(info.value.path(), "rb").read()))
+    metrics = pd.read_csv(io.BytesIO(Path(info.value.path()).read_bytes()))
     assert list(metrics["step"]) == [1, 2, 3, 4, 5] and "critic/score/mean" in metrics.columns
     shot(page, "run-downloads")
     assert not page.errors

@@ -109,7 +109,7 @@ def test_samples_of_a_step_groups_and_tokens(page, server):
     for i, (text, lp) in enumerate(zip(sample["tokens"], sample["old_log_probs"])):
         assert tokens.nth(i).inner_text() == text
         assert float(tokens.nth(i).get_attribute("data-value")) == pytest.approx(lp)
-        shown = re.search(r"^log-prob (\S+)$", tokens.nth(i).get_attribute("title"), re.M).group(1)
+        shown = re.search(r"^log-prob (\S+)$", tokens.nth(i).get_attribute("title"), re.MULTILINE).group(1)
         assert float(shown) == pytest.approx(lp, rel=1e-3, abs=1e-6)
     # KL shading: old - ref per token
     page.locator("select", has=page.locator("option", has_text="KL to reference")).select_option("kl")
@@ -228,7 +228,7 @@ def test_pasted_seed_command_runs_ppo_with_a_critic_not_the_demo(page, server):
     expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")  # as on arrival
     page.locator("#paste-command").fill(command)
     page.get_by_role("button", name="Fill the form").click()
-    keys = len(re.findall(r"^\s+[\w.]+=", command, re.M))
+    keys = len(re.findall(r"^\s+[\w.]+=", command, re.MULTILINE))
     assert keys >= 20
     expect(page.get_by_role("status").filter(has_text="values filled")).to_contain_text(f"{keys} values filled over verl's defaults")
     expect(page.get_by_role("button", name=re.compile("Engine defaults"))).to_have_attribute("aria-pressed", "true")
