@@ -79,8 +79,12 @@ def _check_dapo(cfg: PPOConfig) -> None:
 def resolve(cfg: PPOConfig) -> PPOConfig:
     from engine.config.loader import all_keys
 
-    refuse_unsupported(cfg, all_keys())  # every key works or is refused (engine/config/registry.py)
     cfg = cfg.model_copy(deep=True)
+    # A resolved config sent back (the dashboard logger posts one) carries derived keys: their derived value is no
+    # setting of the user's.
+    if cfg.critic.rollout_n == cfg.actor_rollout_ref.rollout.n:
+        cfg.critic.rollout_n = None
+    refuse_unsupported(cfg, all_keys())  # every key works or is refused (engine/config/registry.py)
     data, actor_rollout_ref, alg, tr = cfg.data, cfg.actor_rollout_ref, cfg.algorithm, cfg.trainer
     actor, rollout, ref, critic = actor_rollout_ref.actor, actor_rollout_ref.rollout, actor_rollout_ref.ref, cfg.critic
     n = rollout.n

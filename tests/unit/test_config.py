@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from engine.config import ConfigError, build_config, json_schema, parse_overrides
+from engine.config.loader import validate_tree
 
 
 def test_overrides_follow_hydra_syntax():
@@ -102,6 +103,15 @@ def test_named_configs_validate():
     assert demo.trainer.total_training_steps == 5 and demo.algorithm.adv_estimator == "grpo"
     with pytest.raises(ConfigError, match="Available: .*demo"):
         build_config([], config_name="nope")
+
+
+@pytest.mark.parametrize("name", [None, "demo", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo", "gsm8k_drgrpo",
+                                  "gsm8k_gspo"])
+def test_a_resolved_config_validates_again_unchanged(name):
+    # the dashboard logger posts the resolved config to the server, which validates it again
+    cfg = build_config(["actor_rollout_ref.model.path=/m", "data.train_files=/t.parquet"], config_name=name)
+    again = validate_tree(json.loads(cfg.model_dump_json()))
+    assert again.model_dump() == cfg.model_dump()
 
 
 def test_json_schema_cli_prints_the_schema():
