@@ -8,9 +8,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import IntegrityError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend import db
 from backend.api.main import api_router, operation_id
@@ -39,6 +42,20 @@ class RedactTokens(logging.Filter):
         if isinstance(record.args, tuple):
             record.args = tuple(self.pattern.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args)
         return True
+
+
+def _beyond_int64(value: str) -> bool:
+    text = str(value).strip()
+    return text.lstrip("+-").isdigit() and not -(2**63) <= int(text) < 2**63
+
+
+def api_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the API declares for `path` (all its routes, as the OpenAPI document lists them)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.include_in_schema and route.path_regex.match(path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -87,10 +104,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                                  "or a reference to something that does not exist)."})
 
     @app.exception_handler(OverflowError)
-    async def number_out_of_range(_request: Request, exc: OverflowError):
-        # e.g. an id or step beyond the database's 64-bit integers
-        return JSONResponse(status_code=422, content={"detail": [{"loc": [], "type": "out_of_range",
-                                                                  "msg": "A number is out of range (64-bit)."}]})
+    async def number_out_of_range(request: Request, exc: OverflowError):
+        # e.g. an id or step beyond the database's 64-bit integers: name it when it is in the path or query
+        named = [["path", k] for k, v in request.path_params.items() if _beyond_int64(v)]
+        named += [["query", k] for k, v in request.query_params.multi_items() if _beyond_int64(v)]
+        loc = named[0] if named else ["body"]
+        where = f"{loc[1]}: " if named else ""
+        return JSONResponse(status_code=422, content={"detail": [{
+            "loc": loc, "type": "out_of_range", "msg": f"{where}a number is out of range (64-bit integers)."}]})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 405:  # Allow lists every method of the path, not only the first route's
+            return JSONResponse({"detail": exc.detail}, status_code=405,
+                                headers={"Allow": ", ".join(api_methods(app, request.url.path))})
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):  # e.g. bytes that are not UTF-8
+            return JSONResponse(status_code=422, content={"detail": [{
+                "loc": ["body"], "type": "json_invalid", "msg": "body: not valid JSON text (UTF-8)."}]})
+        return await http_exception_handler(request, exc)
 
     app.include_router(api_router, prefix=API_PREFIX)
 
@@ -104,6 +135,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/{path:path}", include_in_schema=False)
     def frontend_files(path: str):
         if path == "api" or path.startswith("api/"):
+            allowed = api_methods(app, f"/{path}")
+            if allowed:  # the path exists, GET is not one of its methods
+                raise HTTPException(405, f"/{path} takes {', '.join(allowed)}, not GET.")
             raise HTTPException(404, f"No API route /{path}.")
         index = frontend / "index.html"
         if not index.is_file():

@@ -15,6 +15,16 @@ def cache_dir() -> str:
     return os.path.expanduser(os.environ.get("RLSTUDIO_CACHE", "~/.cache/rlstudio"))
 
 
+NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet")
+
+
+def check(value: str) -> None:
+    """Refuse an unknown `builtin:` name without preparing anything (configs are checked before a run starts)."""
+    if isinstance(value, str) and value.startswith(PREFIX) and value[len(PREFIX):] not in NAMES:
+        known = ", ".join(PREFIX + n for n in NAMES if n != "tiny-model")
+        raise ValueError(f"Unknown built-in '{value}'. Known: {known}.")
+
+
 def resolve_path(value: str) -> str:
     if not isinstance(value, str) or not value.startswith(PREFIX):
         return value
@@ -29,8 +39,8 @@ def resolve_path(value: str) -> str:
         directory = os.path.join(cache_dir(), "arith")
         prepare_arith(directory)
         return os.path.join(directory, name.split("/", 1)[1])
-    raise ValueError(f"Unknown built-in '{value}'. Known: builtin:tiny, builtin:arith/train.parquet, "
-                     f"builtin:arith/test.parquet.")
+    check(value)
+    raise ValueError(f"Unknown built-in '{value}'.")
 
 
 def resolve_builtins(cfg) -> None:

@@ -86,5 +86,5 @@ def check_body_size(request: Request) -> None:
     settings: Settings = request.app.state.settings
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > settings.max_request_bytes:
-        raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
                             f"Request body over {settings.max_request_bytes} bytes; send smaller batches.")

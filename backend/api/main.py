@@ -4,18 +4,23 @@ from fastapi import APIRouter, Depends
 from fastapi.routing import APIRoute
 
 from backend.api.deps import require_user
+from backend.api.errors import responses
 from backend.api.routes import config, events, experiments, health, logs, metrics, runs, samples
 
 api_router = APIRouter()
 user = [Depends(require_user)]
 
-api_router.include_router(health.router, dependencies=user)
-api_router.include_router(config.router, dependencies=user)
-api_router.include_router(experiments.router, dependencies=user)
-api_router.include_router(events.router, dependencies=user)  # before runs: /runs/events is not /runs/{id}
+# Every error a router's operations may answer is declared (schemathesis checks responses against them).
+auth = responses(401, 403)
+api_router.include_router(health.router, dependencies=user, responses=auth)
+api_router.include_router(config.router, dependencies=user, responses=responses(401, 403, 404))
+api_router.include_router(experiments.router, dependencies=user, responses=responses(401, 403, 404, 409))
+# before runs: /runs/events is not /runs/{id}
+api_router.include_router(events.router, dependencies=user, responses=responses(401, 403, 404))
 for module in (runs, metrics, samples, logs):
-    api_router.include_router(module.router, dependencies=user)
-    api_router.include_router(module.ingest_router)  # API token or the run's own ingest token
+    api_router.include_router(module.router, dependencies=user, responses=responses(401, 403, 404, 409))
+    # API token or the run's own ingest token
+    api_router.include_router(module.ingest_router, responses=responses(401, 403, 404, 409, 413))
 
 
 def operation_id(route: APIRoute) -> str:

@@ -1,11 +1,19 @@
-"""Column types shared by the tables."""
+"""Column types shared by the tables, and the number types of request bodies."""
 from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
+from typing import Annotated, Literal
 
+from pydantic import Strict
 from sqlalchemy import JSON, DateTime
 from sqlalchemy.types import TypeDecorator
+
+# Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
+Num = Annotated[float, Strict()]
+Int = Annotated[int, Strict()]
+# What JSON cannot spell, as the dashboard logger sends it.
+NonFinite = Literal["NaN", "Infinity", "-Infinity"]
 
 
 def utcnow() -> datetime:

@@ -6,6 +6,8 @@ from pydantic import field_validator
 from sqlalchemy import Column, ForeignKey, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from backend.models.common import Int, Num
+
 
 class LogLineBase(SQLModel):
     source: str = Field(default="engine", max_length=20)  # job (Ray job output) | engine (dashboard logger)
@@ -15,9 +17,9 @@ class LogLineBase(SQLModel):
 
 
 class LogLineIn(SQLModel):
-    seq: int = Field(ge=0)
+    seq: Int = Field(ge=0)
     text: str = Field(max_length=100_000)
-    time: float | None = None
+    time: Num | None = None
 
     @field_validator("time")
     @classmethod

@@ -7,6 +7,8 @@ from pydantic import Field as PField
 from sqlalchemy import Column, Float, ForeignKey, Integer, String
 from sqlmodel import Field, SQLModel
 
+from backend.models.common import Int, NonFinite, Num
+
 
 class MetricPoint(SQLModel, table=True):
     """One value of one key at one step of one run; (run, key, step) is the key, so ingest is an upsert."""
@@ -46,18 +48,18 @@ class MetricPointIn(BaseModel):
     """Plain pydantic (validated in C): ingest is the hot path."""
 
     key: str = PField(min_length=1, max_length=300)
-    step: int = PField(ge=0, le=2**62)
-    value: float | None  # JSON numbers, or "NaN" / "Infinity" / "-Infinity"
-    wall_time: float | None = PField(default=None, allow_inf_nan=False)  # epoch seconds; default: ingest time
+    step: Int = PField(ge=0, le=2**62)
+    value: Num | NonFinite | None  # JSON numbers, or "NaN" / "Infinity" / "-Infinity"
+    wall_time: Num | None = PField(default=None, allow_inf_nan=False)  # epoch seconds; default: ingest time
 
 
 class MetricSeriesIn(BaseModel):
     """Columnar form: one key, many steps (cheaper to send and to validate than one object per point)."""
 
     key: str = PField(min_length=1, max_length=300)
-    steps: list[Annotated[int, PField(ge=0, le=2**62)]]
-    values: list[float | None]
-    wall_times: list[Annotated[float, PField(allow_inf_nan=False)]] | None = None
+    steps: list[Annotated[Int, PField(ge=0, le=2**62)]]
+    values: list[Num | NonFinite | None]
+    wall_times: list[Annotated[Num, PField(allow_inf_nan=False)]] | None = None
 
     @model_validator(mode="after")
     def _same_lengths(self):
@@ -77,12 +79,14 @@ class MetricsIngest(BaseModel):
         return len(self.points) + sum(len(s.steps) for s in self.series)
 
     def rows(self, default_time: float):
-        """(key, step, value, wall_time) for every point, in order."""
+        """(key, step, value, wall_time) for every point, in order; "NaN" and kin as floats."""
         for p in self.points:
-            yield p.key, p.step, p.value, default_time if p.wall_time is None else p.wall_time
+            value = float(p.value) if isinstance(p.value, str) else p.value
+            yield p.key, p.step, value, default_time if p.wall_time is None else p.wall_time
         for s in self.series:
             times = s.wall_times or [default_time] * len(s.steps)
-            yield from zip([s.key] * len(s.steps), s.steps, s.values, times)
+            values = [float(v) if isinstance(v, str) else v for v in s.values]
+            yield from zip([s.key] * len(s.steps), s.steps, values, times)
 
 
 class IngestResult(SQLModel):

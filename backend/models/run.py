@@ -4,7 +4,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 from sqlalchemy import Column, ForeignKey, Integer
 from sqlmodel import Field, SQLModel
 
@@ -52,12 +52,12 @@ class RunCreate(SQLModel):
     def _finite(cls, data):
         return clean_json(data) if isinstance(data, dict) else data
 
-    @model_validator(mode="after")
-    def _tags_are_short(self):
-        for tag in self.tags:
-            if not tag or len(tag) > 100:
-                raise ValueError("tags: each tag must be 1-100 characters")
-        return self
+    @field_validator("tags")
+    @classmethod
+    def _tags_are_short(cls, tags: list[str]) -> list[str]:
+        if any(not tag or len(tag) > 100 for tag in tags):
+            raise ValueError("tags: each tag must be 1-100 characters")
+        return tags
 
 
 class RunUpdate(SQLModel):

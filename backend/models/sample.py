@@ -6,7 +6,7 @@ from pydantic import model_validator
 from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import JSONType, clean_json
+from backend.models.common import Int, JSONType, Num, clean_json
 
 Split = Literal["train", "val"]
 
@@ -34,6 +34,17 @@ class SampleBase(SQLModel):
 
 
 class SampleIn(SampleBase):
+    # the same fields as stored, numbers strictly (no true/false or numeric strings)
+    step: Int = Field(ge=0)
+    sample_index: Int = Field(ge=0)
+    prompt_index: Int | None = None
+    score: Num | None = None
+    reward: Num | None = None
+    old_log_probs: list[Num | None] | None = None
+    ref_log_probs: list[Num | None] | None = None
+    advantages: list[Num | None] | None = None
+    values: list[Num | None] | None = None
+
     @model_validator(mode="before")
     @classmethod
     def _finite(cls, data):

@@ -25,6 +25,9 @@ class RunConfigError(ValueError):
 
 
 def field_of(message: str) -> str | None:
+    named = re.match(r"^([A-Za-z_]\w*(?:\.\w+)+):", message)  # "trainer.logger: unknown logger 'x'"
+    if named:
+        return named.group(1)
     quoted = re.search(r"'([A-Za-z_+][\w.+-]*)'", message)
     if quoted:
         return quoted.group(1).lstrip("+")
@@ -67,6 +70,32 @@ def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -
         message = str(exc)
         raise RunConfigError(message, field_of(message)) from None
     return tree, resolved.model_dump(mode="json")
+
+
+DATA_FILE_KEYS = ("train_files", "val_files")
+
+
+def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
+    """The data files a config names (not the defaults) must exist here, where this server's own Ray head runs
+    the job (relative paths from the job's working directory); `builtin:` names must be known ones."""
+    from engine import builtins
+
+    data = tree.get("data") if isinstance(tree.get("data"), dict) else {}
+    for key in DATA_FILE_KEYS:
+        value = data.get(key)
+        for name in value if isinstance(value, list) else [value]:
+            if not isinstance(name, str) or not name:
+                continue
+            field = f"data.{key}"
+            if name.startswith(builtins.PREFIX):
+                try:
+                    builtins.check(name)
+                except ValueError as exc:
+                    raise RunConfigError(f"{field}: {exc}", field) from None
+            elif "://" not in name and not (workdir / Path(name).expanduser()).is_file():
+                raise RunConfigError(f"{field}: no file '{name}' on the server, where the run reads it (from "
+                                     f"{workdir}). Give a path that exists there, or builtin:arith/train.parquet.",
+                                     field)
 
 
 # ------------------------------------------------------------------------------- back to a command line

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.errors import ErrorMessage
 from backend.models import IngestResult, LogLinePublic, LogLinesPublic, LogsIngest
 from backend.services import logs
 
@@ -15,7 +16,8 @@ ingest_router = APIRouter(tags=["logs"])  # authenticated by the run's ingest to
 
 
 @ingest_router.post("/runs/{run_id}/logs", response_model=IngestResult, dependencies=[Depends(check_body_size)],
-                    responses={413: {"description": "more than RLSTUDIO_MAX_LOG_LINES_PER_REQUEST (default 5,000)"}})
+                    responses={413: {"model": ErrorMessage,
+                                     "description": "more than RLSTUDIO_MAX_LOG_LINES_PER_REQUEST (default 5,000)"}})
 def ingest_logs(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: LogsIngest):
     """Log lines, idempotent on (run, source, seq)."""
     if len(body.lines) > settings.max_log_lines_per_request:

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import StringConstraints
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
-from backend.api.errors import unprocessable
+from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
 
@@ -19,8 +19,9 @@ MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
 
 
 @ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult, dependencies=[Depends(check_body_size)],
-             responses={413: {"description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
-                                             "(default 10,000) in one request"}})
+                    responses={413: {"model": ErrorMessage,
+                                     "description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
+                                                    "(default 10,000) in one request"}})
 def ingest_metrics(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
     """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
     Send `points` ([{key, step, value, wall_time?}]) and/or the columnar `series`

@@ -28,11 +28,19 @@ from backend.models import (
 )
 from backend.services import artifacts, experiments, run_config
 from backend.services import runs as runs_service
+from backend.settings import Settings
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 ingest_router = APIRouter(prefix="/runs", tags=["runs"])  # authenticated by the run's ingest token or the API token
 
 CONFIG_FILTER = re.compile(r"^[A-Za-z_][\w.]*=")
+
+
+def _files_in(settings: Settings, launch: bool) -> Path | None:
+    """Where the job will read its data files, when that is this machine (its own Ray head runs the job)."""
+    if not launch or settings.ray_address:
+        return None
+    return (settings.job_workdir or Path.cwd()).resolve()
 
 
 def _wake_dispatcher(request: Request) -> None:
@@ -45,7 +53,8 @@ def _wake_dispatcher(request: Request) -> None:
 def create_run(request: Request, session: SessionDep, settings: SettingsDep, body: RunCreate):
     """Validate the config with the engine's schema, record the run and queue it for launch on Ray
     (FIFO, at most RLSTUDIO_MAX_CONCURRENT_RUNS at a time). A bad config is a 422 naming the key."""
-    tree, resolved = validated_config(body.preset, body.config, body.overrides)
+    tree, resolved = validated_config(body.preset, body.config, body.overrides,
+                                      files_in=_files_in(settings, body.launch))
     if body.experiment_id is not None:
         if session.get(Experiment, body.experiment_id) is None:
             raise unprocessable(["body", "experiment_id"],
@@ -123,7 +132,8 @@ async def cancel_run(request: Request, session: SessionDep, run_id: int):
 def fork_run(request: Request, session: SessionDep, settings: SettingsDep, run_id: int, body: RunFork):
     """A new run with the parent's config plus these edits, linked to its parent."""
     parent = get_run_or_404(session, run_id)
-    tree, resolved = validated_config(parent.preset, run_config.merge(parent.config, body.config), body.overrides)
+    tree, resolved = validated_config(parent.preset, run_config.merge(parent.config, body.config), body.overrides,
+                                      files_in=_files_in(settings, body.launch))
     run, token = runs_service.create_run(
         session=session, runs_dir=settings.runs_dir, experiment_id=parent.experiment_id,
         name=body.name or f"{parent.name}-fork", preset=parent.preset, config=tree, resolved_config=resolved,
@@ -143,7 +153,8 @@ def resume_run(request: Request, session: SessionDep, settings: SettingsDep, run
         raise HTTPException(status.HTTP_409_CONFLICT, f"Run {run_id} has no checkpoint to resume from "
                             "(set trainer.save_freq to save them).")
     edits = runs_service.resume_edits(checkpoint)
-    tree, resolved = validated_config(parent.preset, run_config.merge(parent.config, edits), [])
+    tree, resolved = validated_config(parent.preset, run_config.merge(parent.config, edits), [],
+                                      files_in=_files_in(settings, True))
     run, _ = runs_service.create_run(
         session=session, runs_dir=settings.runs_dir, experiment_id=parent.experiment_id,
         name=f"{parent.name}-resumed", preset=parent.preset, config=tree, resolved_config=resolved,

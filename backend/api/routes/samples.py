@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.errors import ErrorMessage
 from backend.models import (
     IngestResult,
     Sample,
@@ -27,7 +28,8 @@ Split = Literal["train", "val"]
 
 
 @ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult, dependencies=[Depends(check_body_size)],
-                    responses={413: {"description": "more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)"}})
+                    responses={413: {"model": ErrorMessage,
+                                     "description": "more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)"}})
 def ingest_samples(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: SamplesIngest):
     """Batch ingest, idempotent on (run, split, step, sample_index)."""
     if len(body.samples) > settings.max_samples_per_request:

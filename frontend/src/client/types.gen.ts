@@ -91,6 +91,18 @@ export type ConfigChecked = {
 };
 
 /**
+ * ErrorMessage
+ *
+ * Every error but a 422: what went wrong and, where it helps, what to do.
+ */
+export type ErrorMessage = {
+    /**
+     * Detail
+     */
+    detail: string;
+};
+
+/**
  * ExperimentCreate
  */
 export type ExperimentCreate = {
@@ -339,7 +351,7 @@ export type MetricPointIn = {
     /**
      * Value
      */
-    value: number | null;
+    value: number | 'NaN' | 'Infinity' | '-Infinity' | null;
     /**
      * Wall Time
      */
@@ -399,7 +411,7 @@ export type MetricSeriesIn = {
     /**
      * Values
      */
-    values: Array<number | null>;
+    values: Array<number | 'NaN' | 'Infinity' | '-Infinity' | null>;
     /**
      * Wall Times
      */
@@ -1223,6 +1235,19 @@ export type GetHealthData = {
     url: '/api/v1/health';
 };
 
+export type GetHealthErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+};
+
+export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];
+
 export type GetHealthResponses = {
     /**
      * Successful Response
@@ -1238,6 +1263,23 @@ export type GetConfigSchemaData = {
     query?: never;
     url: '/api/v1/config/schema';
 };
+
+export type GetConfigSchemaErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+};
+
+export type GetConfigSchemaError = GetConfigSchemaErrors[keyof GetConfigSchemaErrors];
 
 export type GetConfigSchemaResponses = {
     /**
@@ -1258,6 +1300,23 @@ export type ListPresetsData = {
     query?: never;
     url: '/api/v1/config/presets';
 };
+
+export type ListPresetsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+};
+
+export type ListPresetsError = ListPresetsErrors[keyof ListPresetsErrors];
 
 export type ListPresetsResponses = {
     /**
@@ -1281,6 +1340,18 @@ export type GetPresetData = {
 };
 
 export type GetPresetErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1306,6 +1377,18 @@ export type ValidateConfigData = {
 };
 
 export type ValidateConfigErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1347,6 +1430,22 @@ export type ListExperimentsData = {
 
 export type ListExperimentsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1371,6 +1470,22 @@ export type CreateExperimentData = {
 };
 
 export type CreateExperimentErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1402,6 +1517,22 @@ export type DeleteExperimentData = {
 
 export type DeleteExperimentErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1432,6 +1563,22 @@ export type GetExperimentData = {
 
 export type GetExperimentErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1461,6 +1608,22 @@ export type UpdateExperimentData = {
 };
 
 export type UpdateExperimentErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1503,6 +1666,18 @@ export type StreamRunsEventsData = {
 };
 
 export type StreamRunsEventsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1548,6 +1723,18 @@ export type StreamRunEventsData = {
 };
 
 export type StreamRunEventsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1623,6 +1810,22 @@ export type ListRunsData = {
 
 export type ListRunsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1647,6 +1850,22 @@ export type CreateRunData = {
 };
 
 export type CreateRunErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1678,6 +1897,22 @@ export type DeleteRunData = {
 
 export type DeleteRunErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1707,6 +1942,22 @@ export type GetRunData = {
 };
 
 export type GetRunErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1738,6 +1989,22 @@ export type UpdateRunData = {
 
 export type UpdateRunErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1767,6 +2034,22 @@ export type CancelRunData = {
 };
 
 export type CancelRunErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1798,6 +2081,22 @@ export type ForkRunData = {
 
 export type ForkRunErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1828,6 +2127,22 @@ export type ResumeRunData = {
 
 export type ResumeRunErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1857,6 +2172,22 @@ export type ListRunFilesData = {
 };
 
 export type ListRunFilesErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1892,6 +2223,22 @@ export type DownloadRunFileData = {
 
 export type DownloadRunFileErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1919,6 +2266,26 @@ export type ReportRunStatusData = {
 };
 
 export type ReportRunStatusErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
+     * a batch over the request limits: split it
+     */
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1971,6 +2338,22 @@ export type ListRunMetricsData = {
 
 export type ListRunMetricsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2001,9 +2384,25 @@ export type IngestMetricsData = {
 
 export type IngestMetricsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST (default 10,000) in one request
      */
-    413: unknown;
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2034,6 +2433,22 @@ export type ListRunMetricKeysData = {
 };
 
 export type ListRunMetricKeysErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2069,6 +2484,22 @@ export type GetLatestMetricsData = {
 };
 
 export type GetLatestMetricsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2108,6 +2539,22 @@ export type ExportMetricsData = {
 };
 
 export type ExportMetricsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2161,6 +2608,22 @@ export type QueryMetricsData = {
 
 export type QueryMetricsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2190,6 +2653,22 @@ export type QueryMetricKeysData = {
 };
 
 export type QueryMetricKeysErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2268,6 +2747,22 @@ export type ListSamplesData = {
 
 export type ListSamplesErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2298,9 +2793,25 @@ export type IngestSamplesData = {
 
 export type IngestSamplesErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)
      */
-    413: unknown;
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2331,6 +2842,22 @@ export type ListSampleStepsData = {
 };
 
 export type ListSampleStepsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2397,6 +2924,22 @@ export type ExportSamplesData = {
 
 export type ExportSamplesErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2456,6 +2999,22 @@ export type ListSampleRowsData = {
 
 export type ListSampleRowsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2509,6 +3068,22 @@ export type ListStepOverlapsData = {
 
 export type ListStepOverlapsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2542,6 +3117,22 @@ export type GetSampleData = {
 };
 
 export type GetSampleErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2593,6 +3184,22 @@ export type ListSamplesByPromptData = {
 
 export type ListSamplesByPromptErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2632,6 +3239,22 @@ export type ListNewestAnswersData = {
 };
 
 export type ListNewestAnswersErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2688,6 +3311,22 @@ export type ListLogsData = {
 
 export type ListLogsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2718,9 +3357,25 @@ export type IngestLogsData = {
 
 export type IngestLogsErrors = {
     /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
      * more than RLSTUDIO_MAX_LOG_LINES_PER_REQUEST (default 5,000)
      */
-    413: unknown;
+    413: ErrorMessage;
     /**
      * Validation Error
      */
