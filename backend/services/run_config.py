@@ -75,6 +75,13 @@ def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -
 DATA_FILE_KEYS = ("train_files", "val_files")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the filesystem, a NUL byte: no such file either
+        return False
+
+
 def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
     """The data files a config names (not the defaults) must exist here, where this server's own Ray head runs
     the job (relative paths from the job's working directory); `builtin:` names must be known ones."""
@@ -92,7 +99,7 @@ def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
                     builtins.check(name)
                 except ValueError as exc:
                     raise RunConfigError(f"{field}: {exc}", field) from None
-            elif "://" not in name and not (workdir / Path(name).expanduser()).is_file():
+            elif "://" not in name and not _is_file(workdir / Path(name).expanduser()):
                 raise RunConfigError(f"{field}: no file '{name}' on the server, where the run reads it (from "
                                      f"{workdir}). Give a path that exists there, or builtin:arith/train.parquet.",
                                      field)

@@ -46,6 +46,8 @@ CASES = [
     ("one missing file in a list", "POST", "/runs",
      {"config": {"data": {"val_files": ["builtin:arith/test.parquet", "no/such/test.parquet"]}}}, 422,
      "data.val_files"),
+    ("data file name longer than the filesystem allows", "POST", "/runs",
+     {"overrides": ["data.train_files=" + "x" * 5000]}, 422, "data.train_files"),
     ("unknown built-in data", "POST", "/runs", {"overrides": ["data.val_files=builtin:nope/test.parquet"]}, 422,
      "data.val_files"),
     # API payloads
