@@ -94,6 +94,7 @@ def test_samples_of_a_step_groups_and_tokens(page, server):
     page.get_by_role("button", name="groups").click()
     groups = page.locator("[data-group]")
     expect(groups).to_have_count(4)
+    expect(page.locator(".sample-card").first).to_contain_text("step 6")  # not step 4's answers, kept while loading
     served = server.api.get(f"/api/v1/runs/{run['id']}/samples?step=6&split=train&prompt_index=0")["data"]
     scores = [x["score"] for x in served]
     mean = sum(scores) / len(scores)
