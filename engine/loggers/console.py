@@ -8,12 +8,18 @@ from tqdm import tqdm
 
 from engine.loggers.base import Logger
 
+# KL to the reference policy: the KL loss in the actor's objective, else the KL penalty in the reward.
+# Never `actor/ppo_kl` (old vs new policy within one update: 0 by construction on-policy), which is a
+# different quantity from the one the seed's "KL 0.01-0.1 is healthy" speaks of.
+KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty")
+KL_NONE = "KL: none (no reference)"
+
 # (label, candidate metric keys in order of preference)
 COLUMNS = [
     ("Score", ("critic/score/mean",)),
     ("Actor Loss", ("actor/pg_loss",)),
     ("Critic Loss", ("critic/vf_loss",)),
-    ("KL", ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")),
+    ("KL", KL_KEYS),
     ("Resp Len", ("response_length/mean",)),
     ("Step Time", ("timing_s/step",)),
 ]
@@ -29,12 +35,16 @@ def _fmt(value: float) -> str:
 
 def format_step_line(step: int, metrics: dict[str, float]) -> str:
     parts = [f"Epoch {int(metrics.get('training/epoch', 0)) + 1}", f"Step {step}"]
+    training_step = "actor/pg_loss" in metrics  # a validation-only line (step 0) has no update to speak of
     for label, keys in COLUMNS:
         for key in keys:
             if key in metrics:
                 unit = "s" if label == "Step Time" else ""
                 parts.append(f"{label}: {_fmt(metrics[key])}{unit}")
                 break
+        else:
+            if label == "KL" and training_step:
+                parts.append(KL_NONE)
     # val-core/<data_source>/reward/mean@N; a data source may itself contain '/' (openai/gsm8k)
     val = [f"{k[len('val-core/'):k.rindex('/reward/')]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}"
            for k, v in metrics.items() if k.startswith("val-core/") and "/reward/" in k]

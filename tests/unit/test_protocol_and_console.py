@@ -56,3 +56,16 @@ def test_step_line_says_when_an_update_was_skipped():
                                 "actor/grad_norm": float("nan")})
     assert line.endswith("UPDATE SKIPPED (actor, critic: non-finite grad norm)")
     assert format_step_line(3, {"critic/grad_norm_nonfinite": 1.0}).endswith("(critic: non-finite grad norm)")
+
+
+def test_console_kl_is_the_kl_to_the_reference_never_ppo_kl():
+    on_policy = {"actor/pg_loss": -0.01, "actor/ppo_kl": 0.0}
+    # no reference (GRPO without KL): ppo_kl (0 by construction on-policy) must not pass for the KL
+    assert "KL: none (no reference)" in format_step_line(1, on_policy)
+    assert "KL: 0.0" not in format_step_line(1, on_policy)
+    # KL in the actor's loss, else the KL penalty in the reward
+    both = {**on_policy, "actor/kl_loss": 0.042, "actor/reward_kl_penalty": 0.5}
+    assert "KL: 0.0420" in format_step_line(1, both)
+    assert "KL: 0.1600" in format_step_line(1, {**on_policy, "actor/reward_kl_penalty": 0.16})
+    # a validation-only line (step 0, before training) says nothing about KL
+    assert "KL" not in format_step_line(0, {"val-core/arith/reward/mean@1": 0.3})
