@@ -40,6 +40,8 @@ def main(argv: list[str]) -> None:
                                    "tokens": ["1", "2"], "old_log_probs": [-0.1, -0.2]} for i in range(4)])
         hold_after(step)
         time.sleep(step_seconds)
+    # a held-out score that tells the learning rates of a sweep apart: 1e-4 -> 0.1, 3e-4 -> 0.3
+    logger.log_metrics(steps, {"val-core/arith/reward/mean@1": min(1.0, cfg.actor_rollout_ref.actor.optim.lr * 1000)})
     if extra.get("tiny_fail"):
         logger.close()
         print("failing on purpose", flush=True)
