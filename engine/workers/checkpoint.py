@@ -1,7 +1,7 @@
 """Sharded checkpoints of a trained role with torch.distributed.checkpoint (DCP).
 
 Each rank writes its own shards of model and optimizer state; DCP reshards on load, so a checkpoint
-written by 2 workers resumes on 1 or 4. Scheduler and RNG state are small and saved per rank.
+written by 2 workers resumes on 1 or 4. Scheduler and RNG state are small and saved per rank; rank 0 adds the HF config and tokenizer.
 """
 from __future__ import annotations
 
@@ -14,9 +14,15 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from engine.models.export import HF_FILES_DIR, save_hf_files
 
-def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int) -> None:
+
+def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None) -> None:
+    """`directory`/huggingface/ gets the config and tokenizer (rank 0): with them the folder alone becomes an HF
+    model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`)."""
     os.makedirs(directory, exist_ok=True)
+    if rank == 0:
+        save_hf_files(module, tokenizer, os.path.join(directory, HF_FILES_DIR))
     model_sd, optim_sd = get_state_dict(module, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory)
     extra = {"scheduler": scheduler.state_dict(), "world": world, "rng": rng_state()}

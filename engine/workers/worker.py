@@ -14,6 +14,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from engine.models.export import hf_class, write_hf_model
 from engine.protocol import Batch
 from engine.workers import checkpoint as ckpt
 from engine.workers import packing
@@ -315,10 +316,10 @@ class TrainWorker:
     # ---- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str) -> None:
         ckpt.save_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
-                       self.actor.scheduler, self.rank, self.world)
+                       self.actor.scheduler, self.rank, self.world, self.tokenizer)
         if self.critic is not None:
             ckpt.save_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
-                           self.critic.scheduler, self.rank, self.world)
+                           self.critic.scheduler, self.rank, self.world, self.tokenizer)
 
     def load_checkpoint(self, directory: str) -> None:
         ckpt.load_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
@@ -330,20 +331,10 @@ class TrainWorker:
 
     def export_hf(self, directory: str) -> None:
         """Write the actor as an ordinary HF model directory (collective; rank 0 writes)."""
-        from transformers import AutoModelForCausalLM
-
         state = full_state_dict(self.actor_module)
         if self.rank == 0:
-            config = self.actor_module.config
-            with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(config)
-            model.load_state_dict(state, assign=True, strict=False)
-            if getattr(config, "tie_word_embeddings", False):
-                model.tie_weights()
-            os.makedirs(directory, exist_ok=True)
-            model.save_pretrained(directory)
-            self.tokenizer.save_pretrained(directory)
-            model.generation_config.save_pretrained(directory)
+            write_hf_model(hf_class(self.actor_module), self.actor_module.config, state, directory, self.tokenizer,
+                           self.actor_module.generation_config)
         dist.barrier()
 
     def memory_stats(self) -> dict:

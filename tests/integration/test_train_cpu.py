@@ -1,5 +1,5 @@
 """The seed-style command on the tiny model with 2 CPU workers (Ray + FSDP2 over gloo): GRPO with a
-save / kill -9 / resume across an epoch boundary and the exported HF model; PPO with critic, reference
+save / kill -9 / resume across an epoch boundary, the exported HF model and the merged sharded checkpoint; PPO with critic, reference
 and KL in the reward."""
 from __future__ import annotations
 
@@ -97,6 +97,17 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
                                   return_tensors="pt", return_dict=True)
     gen = model.generate(**ids, max_new_tokens=6, do_sample=False)
     assert gen.shape[1] > ids["input_ids"].shape[1]
+
+    # the last checkpoint, sharded over 2 workers, merges into the same model (engine.model_merger)
+    merged = subprocess.run([sys.executable, "-m", "engine.model_merger", "merge", "--backend", "fsdp", "--local_dir",
+                             str(out / "global_step_6" / "actor"), "--target_dir", str(tmp_path / "merged")],
+                            env=engine_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    import torch
+
+    with torch.no_grad():
+        ids = torch.randint(0, model.config.vocab_size, (2, 11), generator=torch.Generator().manual_seed(0))
+        assert torch.equal(AutoModelForCausalLM.from_pretrained(tmp_path / "merged")(ids).logits, model(ids).logits)
 
 
 def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_path):
