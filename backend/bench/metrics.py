@@ -1,4 +1,4 @@
-"""`python -m backend.bench [--vs-mlflow] [--mlflow BIN]`: workload M1 against a fresh local server.
+"""Workload M1 (`python -m backend.bench [--vs-mlflow] [--mlflow BIN]`) against a fresh local server.
 
 M1: 8 runs x 20 metric keys x 2,000 steps, 8 concurrent clients (one per run), 1,000 points per request
 (50 steps x 20 keys -- MLflow's log_batch cap, so both sides send the same requests). Reports ingest
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -248,13 +247,7 @@ def run_workload(target) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m backend.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vs-mlflow", action="store_true", help="also run the workload against `mlflow server`")
-    parser.add_argument("--mlflow", default=shutil.which("mlflow") or "mlflow", help="the mlflow executable")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> None:
     results = {}
     if not args.json:
         print(f"M1: {RUNS} runs x {KEYS} keys x {STEPS} steps, {CLIENTS} clients, {STEPS_PER_REQUEST * KEYS} "
@@ -289,6 +282,3 @@ def report(name: str, r: dict) -> None:
         line += f"  ingest->SSE p95 {r['sse_p95_ms']:.0f} ms"
     print(line, flush=True)
 
-
-if __name__ == "__main__":
-    main()
