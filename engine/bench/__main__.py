@@ -1,11 +1,12 @@
-"""python -m engine.bench --workload w1 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants] [--steps 3]
+"""python -m engine.bench --workload w1|w2 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants] [--steps 3]
 [key=value ...]
 
 Runs the workload's train step through the real engine (the config, worker group, TrainWorker and
 PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
 workload's), then optionally TRL's GRPOTrainer and the plain-transformers anchors on the identical workload
 in the same invocation. stdout gets one JSON line per result (per engine phase, memory, TRL, ratio);
-progress goes to stderr. `--out FILE` also appends the result lines to FILE.
+progress goes to stderr. `--out FILE` also appends the result lines to FILE. W2 (answers that end at the end
+token) also prints each implementation's response-length histogram; its prompts are GSM8K's (`--gsm8k DIR`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench.workloads import WORKLOADS
+    from engine.bench.workloads import WORKLOADS, length_histogram
 
     p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.split("\n")[0])
     p.add_argument("--workload", default="w1", choices=sorted(WORKLOADS))
@@ -30,13 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--update-variants", action="store_true",
                    help="only the actor update, in-process, per one-worker FSDP layout and accumulation mode")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    p.add_argument("--trl-warmup", type=int, default=None, help="TRL's untimed steps (default: --warmup)")
     p.add_argument("--steps", type=int, default=3, help="timed steps; figures are medians (default 3)")
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--label", default="", help="a name for this configuration in the output lines")
     p.add_argument("--out", default=None, help="also append the JSON result lines to this file")
+    p.add_argument("--gsm8k", default=None, help="directory with GSM8K's train.jsonl for W2's prompts "
+                                                 "(default /work/shared/data/gsm8k; synthetic lengths if absent)")
     p.add_argument("overrides", nargs="*", help="engine overrides key=value (as for engine.main_ppo)")
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.gsm8k:
+        os.environ["RLSTUDIO_GSM8K"] = args.gsm8k
 
     import torch
 
@@ -84,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
               "rollout_probs_diff_mean": res["rollout_probs_diff_mean"],
               "response_length_mean": res["response_length_mean"], "actor_kl_loss": res["actor_kl_loss"],
               "overrides": args.overrides})
+        if w.eos_rate > 0:
+            emit({"impl": "rlstudio", "phase": "response_lengths",
+                  **length_histogram(res["response_lengths"], w.response_len)})
         engine_step = phases["step"]["timing_s"]
 
     if args.vs_trl or args.trl_only:
@@ -92,13 +101,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from engine.bench.trl_run import run_trl
 
-        trl = run_trl(w, args.warmup, args.steps, device, log)
+        trl = run_trl(w, args.warmup if args.trl_warmup is None else args.trl_warmup, args.steps, device, log)
         emit({"impl": "trl", "phase": "step", "timing_s": round(trl["step_s"], 4),
               "tokens_per_s": round(trl["tokens_per_s_step"], 1), "runs": trl["runs"],
               "gradient_checkpointing": trl["gradient_checkpointing"],
               "peak_allocated_gb": round(trl["peak_memory_gb"], 2) if "peak_memory_gb" in trl else None})
         emit({"impl": "trl", "phase": "gen", "timing_s": round(trl["gen_s"], 4) if trl["gen_s"] else None,
               "tokens_per_s": round(trl["gen_tokens_per_s"], 1) if trl["gen_tokens_per_s"] else None})
+        if w.eos_rate > 0:
+            emit({"impl": "trl", "phase": "response_lengths",
+                  **length_histogram(trl["response_lengths"], w.response_len)})
         if engine_step:
             emit({"phase": "ratio", "rlstudio_step_s": engine_step, "trl_step_s": round(trl["step_s"], 4),
                   "rlstudio_over_trl": round(engine_step / trl["step_s"], 4),

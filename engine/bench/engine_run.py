@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from engine.bench.workloads import Workload, bench_score, model_dir, prompt_token_ids
+from engine.bench.workloads import Workload, bench_score, model_dir, prompt_texts, prompt_token_ids
 
 ASCII_IDS = 94  # ids 0..93 of the byte tokenizer are the printable ASCII characters '!'..'~'
 
@@ -32,7 +32,8 @@ def engine_overrides(w: Workload, model: str, algo: str, steps: int, device: str
         "actor_rollout_ref.rollout.temperature": 1.0,
         "actor_rollout_ref.rollout.top_p": 1.0,
         "actor_rollout_ref.rollout.top_k": -1,
-        "actor_rollout_ref.rollout.min_new_tokens": w.response_len,
+        # fixed-length answers unless the model says its end token (eos_rate: answers of different lengths)
+        "actor_rollout_ref.rollout.min_new_tokens": 0 if w.eos_rate > 0 else w.response_len,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": w.micro,
         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": w.micro * (w.prompt_len + w.response_len),
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": w.micro,
@@ -57,12 +58,15 @@ def engine_overrides(w: Workload, model: str, algo: str, steps: int, device: str
     return [f"{k}={v}" for k, v in o.items()]
 
 
-def make_prompts(w: Workload, pad_id: int, seed: int):
+def make_prompts(w: Workload, tokenizer, seed: int):
     from engine.data.dataset import collate
 
-    ids = prompt_token_ids(w, ASCII_IDS, seed)
-    items = [{"input_ids": row.tolist(), "data_source": "bench", "prompt_index": i} for i, row in enumerate(ids)]
-    return collate(items, pad_id)
+    if w.prompt_source == "gsm8k":
+        rows = [tokenizer(t)["input_ids"] for t in prompt_texts(w, tokenizer, seed)]
+    else:
+        rows = prompt_token_ids(w, ASCII_IDS, seed).tolist()
+    items = [{"input_ids": row, "data_source": "bench", "prompt_index": i} for i, row in enumerate(rows)]
+    return collate(items, tokenizer.pad_token_id)
 
 
 def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, extra: list[str], log) -> dict:
@@ -91,9 +95,18 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
              **info})
         trainer = PPOTrainer(cfg, tokenizer, None, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
                              device_name=info.get("device_name"), n_params=info.get("n_params"))
+        lengths: list[list[int]] = []  # each step's response lengths (real tokens, end token included)
+        generate_and_score = trainer.generate_and_score
+
+        def recording(prompts, log_):
+            batch, reward = generate_and_score(prompts, log_)
+            lengths.append(batch["response_mask"].sum(-1).tolist())
+            return batch, reward
+
+        trainer.generate_and_score = recording
         for step in range(total):
             trainer.global_step = step + 1
-            prompts = make_prompts(w, tokenizer.pad_token_id, seed=step)
+            prompts = make_prompts(w, tokenizer, seed=step)
             metrics, _ = trainer.train_step(prompts)
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
             metrics["warmup"] = step < warmup
@@ -104,22 +117,29 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     finally:
         if workers is not None:
             workers.stop()
-    return summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
+    result = summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
+    result["response_lengths"] = [n for step in lengths[warmup:] or lengths for n in step]
+    return result
 
 
 def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_params, device_name) -> dict:
     from engine.trainer.metrics import mfu
 
     measured = [r for r in records if not r["warmup"]] or records
-    seqs, total_len = w.sequences, w.prompt_len + w.response_len
-    tokens_all, tokens_resp = seqs * total_len, seqs * w.response_len
+    # real (non-padding) tokens: each step's mean prompt and response lengths × sequences; tokens/s of a
+    # phase is its step's real tokens over its time
+    seqs = w.sequences
     phases = {}
     for name in ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "step"):
         key = f"timing_s/{name}"
-        values = [r[key] for r in measured if key in r]
-        if not values:
+        runs = [r for r in measured if key in r]
+        if not runs:
             continue
+        values = [r[key] for r in runs]
         t = statistics.median(values)
+        resp = statistics.mean(r.get("response_length/mean", w.response_len) for r in runs) * seqs
+        prompt = statistics.mean(r.get("prompt_length/mean", w.prompt_len) for r in runs) * seqs
+        tokens_all, tokens_resp = prompt + resp, resp
         tokens = tokens_resp if name == "gen" else tokens_all
         phase = {"phase": name, "timing_s": round(t, 4), "tokens_per_s": round(tokens / t, 1),
                  "runs": [round(v, 4) for v in values]}

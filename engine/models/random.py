@@ -1,11 +1,19 @@
 """Random-init models of real architectures, for benchmarks that need the real shapes but no downloads.
 
-    python -m engine.models.random --arch qwen2.5-0.5b --out DIR [--dtype bfloat16] [--seed 0]
+    python -m engine.models.random --arch qwen2.5-0.5b --out DIR [--dtype bfloat16] [--seed 0] [--eos-rate P]
 
 The directory is an ordinary Qwen2 checkpoint (config.json, model.safetensors, generation_config.json) with
 a byte-level tokenizer whose special tokens sit at Qwen's ids, so prompts, chat template, EOS and padding
 behave like the real model's, and any text encodes and decodes. The weights are noise: useful for speed and
 memory, not for quality.
+
+A random-init model almost never says its end token (one in 151,936 per step), so every answer runs to the
+length cap. `--eos-rate P` builds one that ends an answer with probability about P per generated token (answers
+about 1/P tokens long on average, geometrically spread, so a few reach any cap): channel 0 of the residual
+stream is made a constant (every token embedding holds the same value there, and no layer reads or writes that
+channel), and the final norm's weight on it and the end token's (tied) embedding turn that constant into a
+logit bias for the end token alone; the bias is calibrated on a forward pass over random tokens. Every other
+token's probability is unchanged relative to the rest, and the model has the same shapes and speed.
 """
 from __future__ import annotations
 
@@ -76,10 +84,67 @@ def _init_weights(model: torch.nn.Module, seed: int, std: float) -> None:
             param.normal_(0.0, std, generator=generator)
 
 
-def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bfloat16", seed: int = 0) -> dict:
-    """Writes a random-init `arch` model + tokenizer to out_dir and returns its facts."""
+@torch.no_grad()
+def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int) -> dict:
+    """Makes the end token's probability about `rate` per position (see the module doc); returns the facts.
+
+    Channel 0 holds a constant `a` in every token embedding (2a in the end token's), no layer reads it (its
+    input-norm weights are 0) or writes it (rows 0 of o_proj and down_proj are 0), so the final hidden state's
+    channel 0 is g·a/rms(x) at every position. With tied embeddings each token's logit gets a·g·a/rms (the
+    same for all: no effect on the softmax) and the end token's gets twice that: a bias of g·a²/rms, set by
+    choosing g so that the mean end-token probability over random-token positions equals `rate`."""
+    config = model.config
+    eos = config.eos_token_id
+    embed = model.get_input_embeddings().weight
+    a = float(embed[:, 1:].float().std())
+    embed[:, 0] = a
+    embed[eos, 0] = 2 * a
+    for layer in model.model.layers:
+        layer.input_layernorm.weight[0] = 0.0
+        layer.post_attention_layernorm.weight[0] = 0.0
+        layer.self_attn.o_proj.weight[0, :] = 0.0
+        layer.mlp.down_proj.weight[0, :] = 0.0
+    model.model.norm.weight[0] = 0.0  # calibration reads the rest of the logits without the bias channel
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}/eos-calibration".encode()))
+    ids = torch.randint(0, config.vocab_size, (8, 96), generator=generator)
+    captured = {}
+    handle = model.model.norm.register_forward_hook(lambda mod, inp, out: captured.update(pre=inp[0], post=out))
+    try:
+        model.model(input_ids=ids)
+    finally:
+        handle.remove()
+    skip = 8  # the first positions have little context; answers are generated after a prompt
+    pre = captured["pre"][:, skip:].reshape(-1, config.hidden_size).float()
+    hidden = captured["post"][:, skip:].reshape(-1, config.hidden_size).float()
+    inv_rms = torch.rsqrt(pre.pow(2).mean(-1) + model.model.norm.variance_epsilon)
+    logits = hidden.float() @ embed.float().T  # [positions, vocab], channel 0 contributes nothing (g = 0)
+    others = torch.logsumexp(torch.cat([logits[:, :eos], logits[:, eos + 1:]], 1), dim=-1)
+    eos_logit = logits[:, eos]
+
+    def mean_p(g: float) -> float:
+        return float(torch.sigmoid(eos_logit + g * a * a * inv_rms - others).mean())
+
+    lo, hi = 0.0, 1.0
+    while mean_p(hi) < rate:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_p(mid) < rate else (lo, mid)
+    g = (lo + hi) / 2
+    model.model.norm.weight[0] = g
+    bias = g * a * a * inv_rms
+    return {"eos_rate": rate, "eos_bias_mean": round(float(bias.mean()), 3),
+            "eos_bias_std": round(float(bias.std()), 3), "eos_channel_gain": round(g, 3)}
+
+
+def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bfloat16", seed: int = 0,
+                       eos_rate: float = 0.0) -> dict:
+    """Writes a random-init `arch` model + tokenizer to out_dir and returns its facts. `eos_rate` > 0: the
+    end token has about that probability per generated token (module doc)."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if not 0.0 <= eos_rate < 1.0:
+        raise ValueError(f"eos_rate={eos_rate}: use a probability in [0, 1), e.g. 0.005 for ~200-token answers")
     started = time.time()
     config = arch_config(arch)
     # Shapes only on the meta device (no default init of hundreds of millions of weights), then memory is
@@ -89,6 +154,12 @@ def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bflo
     model = model.to(DTYPES[dtype]).to_empty(device="cpu")
     model.tie_weights()
     _init_weights(model, seed, config.initializer_range)
+    eos_facts = {}
+    if eos_rate > 0:
+        # calibrated in fp32 (a bf16 forward on CPU is slow and no more faithful), then cast back
+        model = model.float()
+        eos_facts = _set_eos_rate(model, eos_rate, seed)
+        model = model.to(DTYPES[dtype])
     model.config.dtype = DTYPES[dtype]
 
     out_dir = Path(out_dir)
@@ -98,7 +169,7 @@ def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bflo
     GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
                      pad_token_id=config.pad_token_id).save_pretrained(out_dir)
     facts = {"arch": arch, "dtype": dtype, "seed": seed, "num_parameters": num_parameters(config),
-             "build_seconds": round(time.time() - started, 1)}
+             **eos_facts, "build_seconds": round(time.time() - started, 1)}
     (out_dir / FACTS_FILE).write_text(json.dumps(facts, indent=1) + "\n")
     return facts
 
@@ -109,8 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="directory to write the model to")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eos-rate", type=float, default=0.0,
+                        help="probability of the end token per generated token (0: the random model's own, ~0)")
     args = parser.parse_args(argv)
-    print(json.dumps(build_random_model(args.arch, args.out, args.dtype, args.seed)))
+    try:
+        facts = build_random_model(args.arch, args.out, args.dtype, args.seed, args.eos_rate)
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(json.dumps(facts))
     return 0
 
 

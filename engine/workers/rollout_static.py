@@ -15,6 +15,13 @@ from Python, and the logits processors run one by one. Here:
   with temperature / top-k / top-p / min_new_tokens as tensor ops, so the whole step — forward, sampling,
   the token's log-prob, end-of-sequence tracking, writing the token — is one CUDA graph replayed per token.
 
+- compaction: every `compact_every` steps (one host sync, the same one that stops decoding once every row has
+  ended) the rows that have ended are dropped from the batch and the KV cache when at most half the rows are
+  still running; the decode step is then re-captured for the smaller batch. A finished row costs nothing after
+  the next compaction, so answers of very different lengths cost about their real tokens, not the longest
+  one's × the batch. The sampling noise is still drawn for the whole original batch and indexed by the rows
+  left, so compaction changes no token, greedy or sampled (tests/unit/test_rollout_static.py).
+
 On CPU (or with `cuda_graphs=False`) the same step runs eagerly. The log-prob returned for each token is under
 the temperature-scaled distribution (before top-k/top-p/min-tokens masking): what the actor recomputes, so
 `rollout_log_probs` vs `old_log_probs` measures numerical mismatch only.
@@ -69,13 +76,18 @@ def _set_tensor(root: torch.nn.Module, name: str, tensor: torch.Tensor, kind: st
 class StaticDecoder:
     """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
 
-    def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False):
+    def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
+                 compact_every: int = 32, compact_below: float = 0.5):
         self.src = module
         self.cuda_graphs = cuda_graphs
         self.compile_blocks = compile_blocks
+        self.compact_every = int(compact_every)  # 0: never drop finished rows
+        self.compact_below = float(compact_below)  # compact once running rows ≤ this fraction of the batch
         self.twin = None
         self.graph_failed = False
-        self._blocks: list[tuple[torch.nn.Module, object, object]] = []  # (module, eager fwd, compiled fwd)
+        # (module, eager fwd, compiled for the starting batch size, compiled for any (compacted) batch size)
+        self._blocks: list[tuple[torch.nn.Module, object, object, object]] = []
+        self.last_stats: dict = {}  # the last call's decode steps and compactions (for logs and tests)
 
     def _prepare_compiled_blocks(self, twin) -> None:
         """`compile`: the decode step's RMSNorms and MLPs go through torch.compile (each a few fused kernels
@@ -85,26 +97,29 @@ class StaticDecoder:
             leaf = name.rpartition(".")[2]
             if leaf in ("input_layernorm", "post_attention_layernorm", "mlp", "norm"):
                 eager = mod.forward
-                self._blocks.append((mod, eager, torch.compile(eager, dynamic=False)))
+                self._blocks.append((mod, eager, torch.compile(eager, dynamic=False),
+                                     torch.compile(eager, dynamic=True)))
 
-    def _try_compiled(self, bsz: int, hidden: int, dtype, device) -> None:
+    def _try_compiled(self, bsz: int, hidden: int, dtype, device, dynamic: bool = False) -> None:
         """Compile ahead on the decode shape (outside any graph capture); any failure → eager blocks."""
         if not self._blocks:
             return
         try:
             seen = set()
-            for mod, _, compiled in self._blocks:
+            for mod, _, static, any_size in self._blocks:
                 if type(mod) not in seen:
                     seen.add(type(mod))
-                    compiled(torch.zeros(bsz, 1, hidden, dtype=dtype, device=device))
+                    (any_size if dynamic else static)(torch.zeros(bsz, 1, hidden, dtype=dtype, device=device))
         except Exception as exc:  # noqa: BLE001
             warnings.warn(f"static decode: torch.compile of norms/MLPs failed ({type(exc).__name__}: {exc}); "
                           "running them eagerly")
+            self._use_compiled(None)
             self._blocks = []
 
-    def _use_compiled(self, on: bool) -> None:
-        for mod, eager, compiled in self._blocks:
-            mod.forward = compiled if on else eager
+    def _use_compiled(self, which: str | None) -> None:
+        """which: "static" (the call's starting batch size), "dynamic" (compacted batches) or None (eager)."""
+        for mod, eager, static, any_size in self._blocks:
+            mod.forward = {"static": static, "dynamic": any_size}.get(which, eager)
 
     # ---- the twin ----------------------------------------------------------------------------------
     def bind(self) -> torch.nn.Module:
@@ -160,20 +175,24 @@ class StaticDecoder:
             "done": torch.zeros(bsz, dtype=torch.bool, device=device),
             "responses": torch.full((bsz, response_length), pad_id, dtype=torch.long, device=device),
             "log_probs": torch.zeros(bsz, response_length, dtype=torch.float32, device=device),
+            "valid": valid,                        # [rows, prompt + response]: keys a row may attend to
+            "last_pos": position_ids[:, -1:],      # position of each row's last prompt token
+            "rows": None,                          # after a compaction: the original index of each row kept
         }
-        last_pos = position_ids[:, -1:]
+        vocab = twin.config.vocab_size
 
         def sample_and_store(logits: torch.Tensor) -> None:
             # In place on one fp32 copy: a token that top-k/top-p/min-tokens mask out is never sampled, so the
             # sampled token's (temperature-scaled) logit is unchanged by the masking and its log-prob under
             # the actor's distribution is x[tok] - logsumexp(x), with the logsumexp taken before masking.
             x = logits.float()
+            rows = x.shape[0]
             if temp != 1.0:
                 x.mul_(1.0 / temp)
             lse = torch.logsumexp(x, dim=-1)
             if eos_t is not None and min_new_tokens > 0:  # forbid the end token until min_new_tokens
                 block = torch.where(state["k"] < min_new_tokens, float("-inf"), 0.0)
-                x.index_add_(1, eos_t, block.expand(bsz, eos_t.numel()).contiguous())
+                x.index_add_(1, eos_t, block.expand(rows, eos_t.numel()).contiguous())
             if do_sample and top_k and top_k > 0:
                 kth = torch.topk(x, int(top_k), dim=-1).values[:, -1:]
                 x.masked_fill_(x < kth, float("-inf"))
@@ -184,8 +203,12 @@ class StaticDecoder:
                 x.scatter_(1, order, sorted_x.masked_fill_(drop, float("-inf")))
                 del sorted_x, order, probs, drop
             if do_sample:
-                noise = torch.empty_like(x).exponential_().log_()
-                tok = (x - noise).argmax(dim=-1)  # Gumbel-max: a sample of softmax(x)
+                # noise for every row of the original batch, kept rows picked out: a row's noise (hence its
+                # tokens) does not depend on which other rows are still in the batch
+                noise = torch.empty(bsz, vocab, dtype=x.dtype, device=device).exponential_()
+                if state["rows"] is not None:
+                    noise = noise.index_select(0, state["rows"])
+                tok = (x - noise.log_()).argmax(dim=-1)  # Gumbel-max: a sample of softmax(x)
                 del noise
             else:
                 tok = x.argmax(dim=-1)
@@ -195,7 +218,7 @@ class StaticDecoder:
             lp = torch.where(done, 0.0, lp)
             if eos_t is not None:
                 done |= (tok[:, None] == eos_t[None, :]).any(-1)
-            col = state["k"].view(1, 1).expand(bsz, 1)
+            col = state["k"].view(1, 1).expand(rows, 1)
             state["responses"].scatter_(1, col, tok[:, None])
             state["log_probs"].scatter_(1, col, lp[:, None])
             state["tok"].copy_(tok[:, None])
@@ -203,10 +226,25 @@ class StaticDecoder:
 
         def decode_step() -> None:
             k = state["k"]  # feeds token k-1 at position last_pos + k, cache slot plen + k - 1
-            mask = (valid & (key_pos <= plen - 1 + k)[None, :])[:, None, None, :]
-            out = twin(input_ids=state["tok"], position_ids=last_pos + k, attention_mask=mask,
+            mask = (state["valid"] & (key_pos <= plen - 1 + k)[None, :])[:, None, None, :]
+            out = twin(input_ids=state["tok"], position_ids=state["last_pos"] + k, attention_mask=mask,
                        past_key_values=cache, use_cache=True, logits_to_keep=1)
             sample_and_store(out.logits[:, -1])
+
+        # the full-batch results; rows dropped by a compaction are final and written here first
+        responses = state["responses"]
+        log_probs = state["log_probs"]
+
+        def compact() -> None:
+            keep = (~state["done"]).nonzero().squeeze(1)
+            rows = state["rows"] if state["rows"] is not None else torch.arange(bsz, device=device)
+            if state["rows"] is not None:  # write back everything so far; kept rows are overwritten at the end
+                responses.index_copy_(0, rows, state["responses"])
+                log_probs.index_copy_(0, rows, state["log_probs"])
+            for key in ("tok", "done", "responses", "log_probs", "valid", "last_pos"):
+                state[key] = state[key].index_select(0, keep)
+            state["rows"] = rows.index_select(0, keep)
+            cache.reorder_cache(keep)
 
         # prefill: causal over the prompt, pads never attended as keys; each query sees itself (no empty rows)
         q_pos = torch.arange(plen, device=device)
@@ -218,35 +256,53 @@ class StaticDecoder:
         del out
 
         produced = 1
-        self._try_compiled(bsz, twin.config.hidden_size, twin.model.embed_tokens.weight.dtype, device)
-        self._use_compiled(True)  # decode steps only: the prefill's shapes are compiled for nothing
+        compactions: list[tuple[int, int]] = []  # (tokens produced, rows kept)
+        hidden, wdtype = twin.config.hidden_size, twin.model.embed_tokens.weight.dtype
+        self._try_compiled(bsz, hidden, wdtype, device)
+        self._use_compiled("static")  # decode steps only: the prefill's shapes are compiled for nothing
         use_graph = self.cuda_graphs and device.type == "cuda" and not self.graph_failed
         graph = None
-        if use_graph and response_length > 4:
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up steps are real steps
-                    decode_step()
-                    produced += 1
-            torch.cuda.current_stream().wait_stream(stream)
-            try:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    decode_step()
-            except Exception as exc:  # noqa: BLE001 - fall back to eager steps
-                warnings.warn(f"static decode: CUDA graph capture failed ({type(exc).__name__}: {exc}); "
-                              "decoding eagerly")
-                self.graph_failed = True
-                graph = None
+        warmups = 2  # before the first capture; one after each compaction (new shapes: compile, cuBLAS plans)
+        check = self.compact_every if self.compact_every > 0 else 32
         while produced < response_length:
+            if use_graph and graph is None and response_length - produced > warmups + 2:
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    for _ in range(warmups):  # warm-up steps are real steps
+                        decode_step()
+                        produced += 1
+                torch.cuda.current_stream().wait_stream(stream)
+                try:
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        decode_step()
+                except Exception as exc:  # noqa: BLE001 - fall back to eager steps
+                    warnings.warn(f"static decode: CUDA graph capture failed ({type(exc).__name__}: {exc}); "
+                                  "decoding eagerly")
+                    self.graph_failed, use_graph, graph = True, False, None
             if graph is not None:
                 graph.replay()
             else:
                 decode_step()
             produced += 1
-            if eos_t is not None and produced % 32 == 0 and produced >= min_new_tokens and bool(state["done"].all()):
-                break
-        self._use_compiled(False)
+            if eos_t is not None and produced % check == 0 and produced >= min_new_tokens:
+                running = int((~state["done"]).sum())  # the one host sync of the interval
+                if running == 0:
+                    break
+                rows_now = state["done"].shape[0]
+                if (self.compact_every > 0 and running < rows_now and running <= rows_now * self.compact_below
+                        and response_length - produced > 1):
+                    graph = None  # its tensors are replaced: re-captured for the new batch size
+                    compact()
+                    compactions.append((produced, running))
+                    self._try_compiled(running, hidden, wdtype, device, dynamic=True)
+                    self._use_compiled("dynamic")
+                    warmups = 1
+        self._use_compiled(None)
         del graph  # the cache goes with this frame
-        return state["responses"], state["log_probs"]
+        if state["rows"] is not None:
+            responses.index_copy_(0, state["rows"], state["responses"])
+            log_probs.index_copy_(0, state["rows"], state["log_probs"])
+        self.last_stats = {"steps": produced, "compactions": compactions}
+        return responses, log_probs

@@ -72,3 +72,43 @@ def test_end_token_stops_a_row_and_pads_after(model):
             handle.remove()
     assert (resp[:, :2] != EOS).all()  # min_new_tokens held the end token back
     assert (resp[:, 2] == EOS).all() and (resp[:, 3:] == PAD).all() and (lp[:, 3:] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def ending_model(tmp_path_factory):
+    """Tiny Qwen2 whose end token is likely enough that rows end at different steps (engine.models.random's
+    eos_rate): greedy needs it near the best other token's probability, sampling a few percent per token."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.models.random import build_random_model
+
+    models = {}
+    for rate in (2e-5, 0.05):
+        path = tmp_path_factory.mktemp(f"tiny-eos-{rate}")
+        build_random_model("tiny-qwen2", path, dtype="float32", eos_rate=rate)
+        models[rate] = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                            attn_implementation="sdpa").eval()
+    return models
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_compaction_changes_no_token(ending_model, sample):
+    model = ending_model[0.05 if sample else 2e-5]
+    ids, am, pos = prompts(b=12, p=9)
+    kw = dict(eos=[EOS], pad_id=PAD, do_sample=sample, temperature=0.9)
+    outs = []
+    for every, below in ((0, 0.5), (2, 1.0), (4, 0.5)):  # never; whenever a row ended; at most half running
+        torch.manual_seed(7)
+        dec = StaticDecoder(model, compact_every=every, compact_below=below)
+        outs.append((*dec.generate(ids, am, pos, 40, **kw), dec.last_stats))
+    (ref, ref_lp, stats0), *compacted = outs
+    lengths = (ref != PAD).sum(1)
+    assert stats0["compactions"] == [] and lengths.min() < lengths.max() and (lengths > 1).any(), lengths
+    for resp, lp, stats in compacted:
+        assert torch.equal(resp, ref)  # every token is the same...
+        assert (lp - ref_lp).abs().max() < 1e-5
+    # ...while rows were really dropped: whenever one ended (the batch shrank step by step), and, sampling,
+    # by the default rule too (at most half the rows running)
+    shrinking = compacted[0][2]["compactions"]
+    assert len(shrinking) >= (2 if sample else 1) and all(a[1] > b[1] for a, b in zip(shrinking, shrinking[1:])), shrinking
+    assert bool(compacted[1][2]["compactions"]) == sample, compacted[1][2]
