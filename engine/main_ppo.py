@@ -181,7 +181,8 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
         uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
         roles = ["actor", "rollout"] + (["reference"] if uses_ref else []) + (["critic"] if cfg.critic.enable else [])
         logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
-                          total_steps=total_steps, launcher=workers.launcher)
+                          total_steps=total_steps, launcher=workers.launcher,
+                          placement=workers.info.get("placement"))
         trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
                              total_steps, device_name=workers.info.get("device_name"),
                              n_params=workers.info.get("n_params"))

@@ -16,6 +16,13 @@ from engine.workers.worker_group import InProcessWorkerGroup, WorkerGroup
 def uses_ray(cfg) -> bool:
     world = world_size(cfg)
     mode = cfg.ray_init.mode
+    cluster = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
+    if cfg.trainer.nnodes > 1 and not cluster:
+        raise ConfigError(
+            f"trainer.nnodes={cfg.trainer.nnodes} runs on a Ray cluster of that many nodes, but none is named, and the "
+            "Ray this command would start has one node. Start the nodes (`ray start --head` on one, `ray start "
+            "--address=HEAD:6379` on the others) and pass ray_init.address=HEAD:6379 (or submit with `ray job "
+            "submit`); on one machine use trainer.nnodes=1 trainer.n_gpus_per_node=N.")
     if mode == "in_process":
         if world != 1:
             raise ConfigError(f"ray_init.mode=in_process runs one worker, but trainer.nnodes × trainer.n_gpus_per_node "
@@ -23,7 +30,7 @@ def uses_ray(cfg) -> bool:
         return False
     if mode == "ray":
         return True
-    return world > 1 or bool(cfg.ray_init.address or os.environ.get("RAY_ADDRESS"))
+    return world > 1 or bool(cluster)
 
 
 def start_ray(cfg) -> bool:
@@ -72,7 +79,6 @@ def start_workers(cfg, total_steps: int, device: str) -> Workers:
     """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them."""
     from engine.workers.worker import TrainWorker, free_port
 
-    world = world_size(cfg)
     uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
     owns_ray = False
     group = None
@@ -81,9 +87,8 @@ def start_workers(cfg, total_steps: int, device: str) -> Workers:
             from engine.workers.ray_worker_group import RayWorkerGroup, plan_resources
 
             owns_ray = start_ray(cfg)
-            resources = plan_resources(world, device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
-            group = RayWorkerGroup(TrainWorker, world, resources,
-                                   init_args=(cfg, total_steps, device, resources["num_cpus"]))
+            placement = plan_resources(device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
+            group = RayWorkerGroup(TrainWorker, placement, init_args=(cfg, total_steps, device, placement.num_cpus))
             addr, port = group.rank0_call("address")
         else:
             import torch
@@ -92,6 +97,8 @@ def start_workers(cfg, total_steps: int, device: str) -> Workers:
             group = InProcessWorkerGroup(TrainWorker, init_args=(cfg, total_steps, device, torch.get_num_threads()))
             addr, port = "127.0.0.1", free_port()
         info = group.all_call("init", addr, port, uses_ref)[0]
+        if hasattr(group, "describe_placement"):  # which Ray node runs which rank, for the `started` line
+            info["placement"] = group.describe_placement()
     except BaseException:
         Workers(group, {}, owns_ray).stop()
         raise

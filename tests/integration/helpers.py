@@ -44,3 +44,46 @@ def base_args(tiny_model: str, data: Path, out: Path, **extra) -> list[str]:
     }
     args.update({k: str(v) for k, v in extra.items()})
     return [f"{k}={v}" for k, v in args.items()]
+
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_env() -> dict:
+    return engine_env() | {"RAY_AUTH_MODE": "token"}
+
+
+def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: int | None = None) -> subprocess.Popen:
+    """`ray start --head` (head_port given) or `ray start --address=127.0.0.1:head_port` (a further node of that
+    cluster on this machine: its own ports, so several nodes share one host), in the foreground (--block) and
+    in its own process group, so `stop_ray_node` ends it and all it started without touching any other Ray
+    on the machine."""
+    cmd = [RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}", "--disable-usage-stats",
+           f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+           f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}"]
+    if dashboard_port is not None:
+        cmd += ["--head", f"--port={head_port}", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1",
+                "--include-dashboard=true"]
+    else:
+        cmd += [f"--address=127.0.0.1:{head_port}"]
+    return subprocess.Popen(cmd, env=ray_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def stop_ray_node(node: subprocess.Popen) -> None:
+    import signal
+
+    os.killpg(node.pid, signal.SIGTERM)
+    try:
+        node.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(node.pid, signal.SIGKILL)

@@ -2,38 +2,21 @@
 (token auth, 127.0.0.1): the engine joins that cluster instead of starting its own."""
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import base_args, engine_env
+from tests.integration.helpers import RAY, base_args, free_port, ray_env, start_ray_node, stop_ray_node
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # its own Ray head and a whole engine run
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
 def ray_head(tmp_path):
-    env = engine_env() | {"RAY_AUTH_MODE": "token"}
-    gcs, dashboard = free_port(), free_port()
-    # --block keeps `ray start` in the foreground, so the head and all it starts share one process group
-    # that the test can stop without touching any other Ray on the machine.
-    head = subprocess.Popen([RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-                             f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--num-cpus=2",
-                             "--include-dashboard=true", "--disable-usage-stats"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    env = ray_env()
+    head = start_ray_node(num_cpus=2, head_port=free_port(), dashboard_port=(dashboard := free_port()))
     url = f"http://127.0.0.1:{dashboard}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -45,11 +28,7 @@ def ray_head(tmp_path):
     else:
         pytest.fail("the Ray head's job API did not come up")
     yield url, env
-    os.killpg(head.pid, signal.SIGTERM)
-    try:
-        head.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+    stop_ray_node(head)
 
 
 def test_main_ppo_under_ray_job_submit(ray_head, tiny_model, arith_data, tmp_path):

@@ -1,5 +1,6 @@
 """The same run on 1 and on 2 workers (FSDP2 over gloo here; the same code runs over NCCL on GPUs): equal
-losses and gradient norms step by step, and a checkpoint saved by 2 workers resumes on 1 and on 2.
+losses and gradient norms step by step, and a checkpoint saved by 2 workers resumes on 1 and on 2; and the
+2 workers on two Ray nodes (trainer.nnodes=2, simulated on this machine) land one per node with the same numbers.
 
 The rollout is greedy and the advantage estimator GAE (n=1), so both runs see the same responses, and one
 mini-batch per step, so both update on the same rows; what remains is the loss arithmetic, which must not
@@ -8,25 +9,28 @@ depend on how the batch is split over workers and micro-batches (engine/workers/
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import time
 
 import pytest
 
-from tests.integration.helpers import base_args, run_engine
+from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # four engine runs
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
 
 
-def run(tiny_model, arith_data, out, workers, steps, cwd):
+def run(tiny_model, arith_data, out, workers, steps, cwd, **extra):
     args = base_args(tiny_model, arith_data, out, **{
         "algorithm.adv_estimator": "gae", "actor_rollout_ref.rollout.n": 1,
         "actor_rollout_ref.rollout.do_sample": "False",
         "actor_rollout_ref.actor.ppo_mini_batch_size": 16, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         "critic.ppo_micro_batch_size_per_gpu": 4, "trainer.n_gpus_per_node": workers,
         "trainer.total_training_steps": steps, "trainer.save_freq": 2, "trainer.val_before_train": "False",
-        "trainer.test_freq": -1, "trainer.logger": "['console','file']"})
-    result = run_engine(args, cwd)
+        "trainer.test_freq": -1, "trainer.logger": "['console','file']"} | extra)
+    result = run_engine(args, cwd, env=ray_env() if extra else None)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -41,10 +45,17 @@ def assert_close(a: dict, b: dict, what: str):
         assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), f"{what}: {key} {a[key]} vs {b[key]}"
 
 
-def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_data, tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
+@pytest.fixture(scope="module")
+def two_workers(tiny_model, arith_data, tmp_path_factory):
+    """The one-node two-worker run (3 steps, a checkpoint at step 2), shared by the tests below."""
+    out = tmp_path_factory.mktemp("two") / "two"
+    run(tiny_model, arith_data, out, workers=2, steps=3, cwd=out.parent)
+    return out
+
+
+def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_data, two_workers, tmp_path):
+    one, two = tmp_path / "one", two_workers
     run(tiny_model, arith_data, one, workers=1, steps=2, cwd=tmp_path)
-    run(tiny_model, arith_data, two, workers=2, steps=3, cwd=tmp_path)
     m1, m2 = step_metrics(one), step_metrics(two)
     assert sorted(m1) == [1, 2] and sorted(m2) == [1, 2, 3]
     assert m1[1]["actor/grad_norm"] > 0 and m1[1]["critic/vf_loss"] > 0
@@ -62,3 +73,56 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_dat
         m = step_metrics(resumed)
         assert sorted(m) == [3], f"resumed on {workers}: steps {sorted(m)}"
         assert_close(m[3], m2[3], f"step 3 resumed on {workers} worker(s)")
+
+
+def ray_json(*args) -> list[dict]:
+    result = subprocess.run([RAY, *args, "--format", "json"], env=ray_env(), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """Two Ray nodes on this machine, token auth. The head has a spare core: a placement that ignored
+    trainer.nnodes (PACK, as before) would put both workers on it; STRICT_SPREAD must use both nodes."""
+    gcs, dashboard = free_port(), free_port()
+    url = f"http://127.0.0.1:{dashboard}"
+    nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:  # the state API answers once the head is up; then the second node joins
+            assert all(n.poll() is None for n in nodes), "a `ray start` exited"
+            ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
+                                capture_output=True, text=True, check=False)
+            alive = [n for n in json.loads(ok.stdout) if n["state"] == "ALIVE"] if ok.returncode == 0 else []
+            if len(alive) == 2:
+                break
+            if len(alive) == 1 and len(nodes) == 1:
+                nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
+            time.sleep(1)
+        else:
+            pytest.fail("the two-node Ray cluster did not come up")
+        yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
+    finally:
+        for node in reversed(nodes):
+            stop_ray_node(node)
+
+
+def test_two_nodes_one_worker_each(two_node_cluster, tiny_model, arith_data, two_workers, tmp_path):
+    """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and losses equal
+    to the one-node two-worker run's step by step."""
+    address, url, node_ids = two_node_cluster
+    out = tmp_path / "two_nodes"
+    result = run(tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
+                 **{"trainer.nnodes": 2, "ray_init.address": address, "trainer.save_freq": -1})
+    # where the workers ran, from Ray itself (the actors stay listed after they end)
+    actors = ray_json("list", "actors", "--address", url, "--detail", "--filter", "class_name=TrainWorker")
+    assert len(actors) == 2 and {a["node_id"] for a in actors} == node_ids, actors
+    # and the engine's own `started` line says the same
+    placement = re.findall(r"node (\w+): ranks ([\d,]+)", re.search(r"placement=(.*)", result.stdout).group(1))
+    assert sorted(r for _, r in placement) == ["0", "1"] and {n for n, _ in placement} == {i[:8] for i in node_ids}
+    m2, mn = step_metrics(two_workers), step_metrics(out)
+    assert sorted(mn) == [1, 2]
+    for step in (1, 2):
+        assert_close(m2[step], mn[step], f"step {step}, 2 workers on 1 node vs 1 worker on each of 2 nodes")
