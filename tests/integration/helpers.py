@@ -58,7 +58,9 @@ def free_port() -> int:
 
 
 def ray_env() -> dict:
-    return engine_env() | {"RAY_AUTH_MODE": "token"}
+    # Ray drains a node for up to 30 s on SIGTERM (for Serve); these nodes have nothing to drain, so they stop at
+    # once (measured: a head's SIGTERM-to-exit 35 s -> 1.6 s).
+    return engine_env() | {"RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: int | None = None) -> subprocess.Popen:
