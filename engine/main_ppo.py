@@ -105,14 +105,8 @@ def prepare(cfg: PPOConfig):
                               overlong_buffer=rm_kwargs.overlong_buffer_cfg if cfg.reward_model.reward_manager == "dapo"
                               else None, max_resp_len=rm_kwargs.max_resp_len)
     trial_score(reward_fn, train_ds)
-    if cfg.reward_model.enable:
-        from engine.reward.reward_model import RewardModelScorer
-
-        rm_path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
-        rm = cfg.reward_model
-        reward_fn = ModelReward(reward_fn, RewardModelScorer(
-            rm_path, micro_batch_size=rm.micro_batch_size_per_gpu or rm.micro_batch_size or 8,
-            max_length=rm.max_length))
+    if cfg.reward_model.enable:  # the model itself loads on the workers (TrainWorker._build_reward_model)
+        cfg.reward_model.model.path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
     return tokenizer, loader, val_ds, reward_fn, total_steps
 
 
@@ -131,35 +125,6 @@ def trial_score(reward_fn, dataset) -> None:
         raise UserError(f"The reward function {name} raised {type(exc).__name__}: {exc} on a trial call "
                         f"(data_source={kwargs['data_source']!r}, empty response). Fix the function "
                         f"(custom_reward_function.path / .name) so it returns a number for any response.") from None
-
-
-class ModelReward:
-    """Reward from a reward model, added to the rule/custom score when both apply."""
-
-    def __init__(self, rule_reward, scorer):
-        self.rule_reward, self.scorer = rule_reward, scorer
-
-    def __call__(self, batch):
-        result = self.rule_reward(batch) if _has_rule(batch) else None
-        prompts = list(batch["prompt_text"])
-        texts = result.response_texts if result else self.rule_reward.tokenizer.batch_decode(
-            batch["responses"], skip_special_tokens=True)
-        rm_scores = self.scorer.score(prompts, texts)
-        from engine.reward.manager import RewardResult
-
-        mask = batch["response_mask"]
-        last = (mask.sum(-1) - 1).clamp(min=0)
-        scores = torch.zeros(mask.shape, dtype=torch.float32)
-        base = [0.0] * len(texts) if result is None else result.scores
-        total = [b + float(r) for b, r in zip(base, rm_scores)]
-        scores[torch.arange(len(texts)), last] = torch.tensor(total, dtype=torch.float32)
-        extra = dict(result.extra) if result else {}
-        extra["rm_score"] = [float(r) for r in rm_scores]
-        return RewardResult(scores, total, extra, texts)
-
-
-def _has_rule(batch) -> bool:
-    return "ground_truth" in batch and any(g is not None for g in batch["ground_truth"])
 
 
 def run(cfg: PPOConfig, loggers: tuple = ()) -> int:

@@ -132,9 +132,15 @@ READ_BY: dict[str, str] = {
     "critic.cliprange_value": "engine/workers/critic.py",
     "reward_model.enable": "engine/main_ppo.py",
     "reward_model.model.path": "engine/main_ppo.py",
-    "reward_model.micro_batch_size": "engine/main_ppo.py",
-    "reward_model.micro_batch_size_per_gpu": "engine/main_ppo.py",
-    "reward_model.max_length": "engine/main_ppo.py",
+    "reward_model.micro_batch_size": "engine/workers/worker.py",
+    "reward_model.micro_batch_size_per_gpu": "engine/workers/worker.py",
+    "reward_model.max_length": "engine/workers/worker.py",
+    "reward_model.truncation": "engine/workers/worker.py",
+    "reward_model.model.fsdp_config.param_offload": "engine/workers/worker.py",
+    "reward_model.model.fsdp_config.optimizer_offload": "engine/workers/worker.py",
+    "reward_model.model.fsdp_config.offload_policy": "engine/workers/worker.py",
+    "reward_model.model.fsdp_config.reshard_after_forward": "engine/workers/worker.py",
+    "reward_model.model.fsdp_config.model_dtype": "engine/workers/worker.py",
     "custom_reward_function.path": "engine/main_ppo.py",
     "custom_reward_function.name": "engine/main_ppo.py",
     "custom_reward_function.reward_kwargs": "engine/main_ppo.py",
@@ -194,7 +200,7 @@ class Refusal:
 
 
 _VLM = "vision-language models are not supported"
-_RM_NO_FSDP = "the reward model is scored in the trainer process without FSDP; this option does not apply"
+_RM_PADDED = "the reward model runs on padded rows (its inputs are short texts); remove the key"
 
 # key glob -> the values accepted and why others are refused
 REFUSED: dict[str, Refusal] = {
@@ -242,10 +248,9 @@ REFUSED: dict[str, Refusal] = {
     "actor_rollout_ref.ref.fsdp_config.optimizer_offload": Refusal((False,), "the reference has no optimizer"),
     "critic.rollout_n": Refusal((None,), "derived from actor_rollout_ref.rollout.n"),
     "critic.model.tokenizer_path": Refusal((None,), "the critic uses the actor's tokenizer (data.tokenizer)"),
-    "reward_model.model.fsdp_config.*": Refusal(DEFAULT, _RM_NO_FSDP),
     "reward_model.model.input_tokenizer": Refusal((None,), "the reward model scores the decoded text with its own "
                                                            "tokenizer; no input tokenizer is needed"),
-    "reward_model.model.use_remove_padding": Refusal((False,), _RM_NO_FSDP),
+    "reward_model.model.use_remove_padding": Refusal((False,), _RM_PADDED),
     "reward_model.model.trust_remote_code": Refusal((False,), "the reward model loads with trust_remote_code=False"),
     "reward_model.use_dynamic_bsz": Refusal((False,), "the reward model uses micro_batch_size_per_gpu"),
     "reward_model.forward_max_token_len_per_gpu": Refusal((32768,), "the reward model uses micro_batch_size_per_gpu"),

@@ -312,8 +312,14 @@ class RewardModelConfig(Section):
     strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
     model: RewardModelInner = Field(default_factory=RewardModelInner)
     micro_batch_size: Optional[int] = None
-    micro_batch_size_per_gpu: Optional[int] = Field(None, ge=1)
-    max_length: Optional[int] = None
+    micro_batch_size_per_gpu: Optional[int] = Field(
+        None, ge=1, description="Texts per reward-model forward on each worker; default micro_batch_size / workers, "
+                                "else 8.")
+    max_length: Optional[int] = Field(None, ge=1, description="Longest reward-model input in tokens (its own "
+                                                              "tokenizer); longer ones are cut as `truncation` says.")
+    truncation: Literal["right", "left", "error"] = Field(
+        "right", description="Inputs over max_length: right keeps the first tokens (verl's default), left the last, "
+                             "error stops the run.")
     ulysses_sequence_parallel_size: int = 1
     use_dynamic_bsz: bool = False
     forward_max_token_len_per_gpu: int = 32768

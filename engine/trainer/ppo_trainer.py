@@ -25,7 +25,7 @@ from engine.trainer.advantages import compute_advantages
 from engine.trainer.balance import balanced_order
 from engine.trainer.hold import hold_after
 from engine.trainer.metrics import step_metrics
-from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RolloutRole, StepLog
+from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
 from engine.trainer.samples import build_samples
 
@@ -37,6 +37,12 @@ class PPOTrainer:
         self.tokenizer = tokenizer
         self.train_loader = train_loader
         self.val_dataset = val_dataset
+        if cfg.reward_model.enable:  # the reward model's score, computed on the workers, joins the reward
+            from engine.reward.reward_model import ModelReward
+
+            self.reward_model = RewardModelRole(worker_group)
+            reward_fn, val_reward_fn = ModelReward(reward_fn, self.reward_model), ModelReward(val_reward_fn,
+                                                                                              self.reward_model)
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         self.wg = worker_group  # group-wide calls (checkpoints, export, memory); the roles below split batches
         self.rollout, self.actor = RolloutRole(worker_group), ActorRole(worker_group)

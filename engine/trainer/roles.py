@@ -1,4 +1,5 @@
-"""The trainer's handles on the worker roles: `RolloutRole`, `ActorRole`, `ReferenceRole`, `CriticRole`.
+"""The trainer's handles on the worker roles: `RolloutRole`, `ActorRole`, `ReferenceRole`, `CriticRole`,
+`RewardModelRole`.
 
 Each method names one thing a role does, sends the batch through the worker group (which splits it over the
 data-parallel workers and joins the results), adds what the workers computed to the batch, and records the
@@ -78,3 +79,20 @@ class CriticRole(_Role):
         """Regress the values on `returns`; the batch comes back unchanged."""
         self._call("update_critic", batch, log)
         return batch
+
+
+class RewardModelRole(_Role):
+    """The reward model (reward_model.enable), colocated on the workers like the reference."""
+
+    def __call__(self, prompt_texts: list[str], response_texts: list[str]) -> list[float]:
+        """One score per prompt + response text (engine.reward.reward_model.ModelReward adds it to the reward)."""
+        texts = Batch(meta={"rm_text": _object_array([p + r for p, r in zip(prompt_texts, response_texts)])})
+        return self._call("compute_rm_score", texts, None)["rm_scores"].tolist()
+
+
+def _object_array(values: list[str]):
+    import numpy as np
+
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

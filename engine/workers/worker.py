@@ -99,6 +99,7 @@ class TrainWorker:
         self.actor = self._build_actor()
         self.ref_module = self._build_reference() if uses_ref else None
         self.critic = self._build_critic() if cfg.critic.enable else None
+        self.reward_model = self._build_reward_model() if cfg.reward_model.enable else None
         self.rollout = self._build_rollout()
         torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
         micro = self._auto_micro_batches() if cfg.trainer.auto_micro_batch and self.device_type == "cuda" else None
@@ -229,6 +230,18 @@ class TrainWorker:
         return Critic(module, optimizer, scheduler, c, rollout_n=self.cfg.actor_rollout_ref.rollout.n,
                       world=self.world)
 
+    def _build_reward_model(self):
+        """The reward model, sharded like the reference (its own tokenizer, micro-batches and max length)."""
+        from engine.reward.reward_model import RewardModelScorer
+
+        rm = self.cfg.reward_model
+        micro = rm.micro_batch_size_per_gpu or (max(1, rm.micro_batch_size // self.world) if rm.micro_batch_size
+                                                else 8)
+        compute = torch.bfloat16 if self.device_type == "cuda" else None
+        return RewardModelScorer(rm.model.path, device=self.device, micro_batch_size=micro, max_length=rm.max_length,
+                                 truncation=rm.truncation,
+                                 wrap=lambda model: self._shard(model, rm.model.fsdp_config, compute))
+
     def _build_rollout(self):
         rollout_cfg = self.cfg.actor_rollout_ref.rollout
         if rollout_cfg.name == "vllm":  # ---- vLLM rollout (engine/workers/rollout_vllm.py) ----
@@ -280,6 +293,11 @@ class TrainWorker:
                                              actor_rollout_ref.rollout.temperature, max_tokens=max_tokens,
                                              remove_padding=actor_rollout_ref.model.use_remove_padding)
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
+
+    def compute_rm_score(self, batch: Batch):
+        with self._profile("reward_model", batch):
+            scores = self.reward_model.score_texts(list(batch.meta["rm_text"]))
+        return Batch({"rm_scores": torch.tensor(scores, dtype=torch.float32)}), {}
 
     def compute_values(self, batch: Batch):
         with self._profile("values", batch):

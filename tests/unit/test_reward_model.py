@@ -49,11 +49,11 @@ PROMPTS = ["<|im_start|>user\nwhat is 6*7?<|im_end|>\n<|im_start|>assistant\n",
 RESPONSES = ["the answer is 42<|im_end|>", "hello", "a b c d e f g h i j k l m n o p<|im_end|>"]
 
 
-def manual_score(scorer, text: str, max_length: int | None = None) -> float:
+def manual_score(scorer, text: str, max_length: int | None = None, keep: str = "first") -> float:
     """The classifier head on the last token's hidden state, one unpadded sequence at a time."""
     ids = scorer.tokenizer(text, add_special_tokens=False)["input_ids"]
     if max_length is not None:
-        ids = ids[-max_length:]
+        ids = ids[:max_length] if keep == "first" else ids[-max_length:]
     with torch.no_grad():
         hidden = scorer.model.model(input_ids=torch.tensor([ids])).last_hidden_state
         return float(scorer.model.score(hidden[0, -1])[0])
@@ -76,11 +76,17 @@ def test_scores_are_deterministic(rm_path):
     np.testing.assert_allclose(b.score(PROMPTS, RESPONSES), first, rtol=1e-4, atol=1e-5)
 
 
-def test_max_length_keeps_the_end(rm_path):
-    scorer = RewardModelScorer(str(rm_path), max_length=6)
+def test_max_length_cuts_as_verl_or_as_asked(rm_path):
     text = PROMPTS[2] + RESPONSES[2]
-    got = scorer.score_texts([text, PROMPTS[1] + RESPONSES[1]])
-    np.testing.assert_allclose(got[0], manual_score(scorer, text, max_length=6), rtol=1e-4, atol=1e-5)
+    right = RewardModelScorer(str(rm_path), max_length=6)  # verl's default: keep the first tokens
+    got = right.score_texts([text, PROMPTS[1] + RESPONSES[1]])
+    np.testing.assert_allclose(got[0], manual_score(right, text, max_length=6), rtol=1e-4, atol=1e-5)
+    left = RewardModelScorer(str(rm_path), max_length=6, truncation="left")
+    np.testing.assert_allclose(left.score_texts([text])[0], manual_score(left, text, max_length=6, keep="last"),
+                               rtol=1e-4, atol=1e-5)
+    assert abs(got[0] - left.score_texts([text])[0]) > 1e-4
+    with pytest.raises(ValueError, match="reward_model.max_length=6"):
+        RewardModelScorer(str(rm_path), max_length=6, truncation="error").score_texts([text])
 
 
 def test_call_on_batch_meta(rm_path):
