@@ -81,7 +81,8 @@ def prepare(cfg: PPOConfig):
     data = cfg.data
     common = dict(prompt_key=data.prompt_key, max_prompt_length=data.max_prompt_length, truncation=data.truncation,
                   filter_overlong_prompts=data.filter_overlong_prompts, reward_fn_key=data.reward_fn_key,
-                  chat_template=actor_rollout_ref.model.custom_chat_template)
+                  chat_template=actor_rollout_ref.model.custom_chat_template,
+                  return_raw_chat=data.return_raw_chat)  # the chat messages as meta `raw_prompt`
     train_ds = RLDataset(data.train_files, tokenizer, **common)
     val_ds = None
     if data.val_files:

@@ -34,6 +34,7 @@ READ_BY: dict[str, str] = {
     "data.truncation": "engine/main_ppo.py",
     "data.trust_remote_code": "engine/main_ppo.py",
     "data.val_max_samples": "engine/main_ppo.py",
+    "data.return_raw_chat": "engine/main_ppo.py",
     "actor_rollout_ref.model.path": "engine/main_ppo.py",
     "actor_rollout_ref.model.custom_chat_template": "engine/main_ppo.py",
     "*.model.override_config": "engine/workers/worker.py",
@@ -108,6 +109,7 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.rollout.enable_chunked_prefill": "engine/workers/rollout_vllm.py",
     "actor_rollout_ref.rollout.engine_kwargs.vllm": "engine/workers/rollout_vllm.py",
     "reward_model.reward_manager": "engine/main_ppo.py",
+    "actor_rollout_ref.rollout.multi_turn.*": "engine/rollout/agent_loop.py",
     "reward_model.reward_kwargs.max_resp_len": "engine/main_ppo.py",
     "reward_model.reward_kwargs.overlong_buffer_cfg.enable": "engine/config/resolve.py",
     "reward_model.reward_kwargs.overlong_buffer_cfg.*": "engine/reward/manager.py",
@@ -205,8 +207,6 @@ _RM_PADDED = "the reward model runs on padded rows (its inputs are short texts);
 # key glob -> the values accepted and why others are refused
 REFUSED: dict[str, Refusal] = {
     "data.return_raw_input_ids": Refusal((False,), "the reward model reads the decoded text, not raw input ids"),
-    "data.return_raw_chat": Refusal((False,), "raw chat messages only feed verl's agent-loop/multi-turn rollout, "
-                                              "which rlstudio does not have"),
     "data.return_full_prompt": Refusal((False,), "not implemented"),
     "data.validation_shuffle": Refusal((False,), "validation prompts are used in file order"),
     "data.filter_overlong_prompts_workers": Refusal((1,), "prompts are filtered in one process"),

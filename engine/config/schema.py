@@ -193,6 +193,20 @@ class EngineKwargs(Section):
     hf: dict[str, Any] = Field(default_factory=dict, description="hf rollout: decode=auto|static|generate.")
 
 
+class MultiTurnConfig(Section):
+    """Multi-turn rollouts with tools (engine/rollout/agent_loop.py, engine/tools/README.md)."""
+    enable: bool = Field(False, description="Multi-turn rollouts: the model may call tools between its turns.")
+    max_assistant_turns: Optional[int] = Field(None, ge=1, description="Most model turns per trajectory; None: "
+                                               "until the response budget (data.max_response_length) is used.")
+    max_user_turns: Optional[int] = Field(None, ge=1, description="Most tool answers per trajectory; None: no limit.")
+    tool_config_path: Optional[str] = Field(None, description="Tool config YAML in verl's format (tools: "
+                                            "class_name, config, tool_schema).")
+    format: Literal["hermes", "compact"] = Field(
+        "hermes", description="Tool-call format: hermes (<tool_call>{json}</tool_call>, Qwen) or compact "
+                              "(<tag>args</tag> -> =result; the tiny model's character vocabulary).")
+    max_tool_response_length: int = Field(256, ge=1, description="A tool answer is cut to this many tokens.")
+
+
 class RolloutConfig(Section):
     name: Literal["hf", "naive", "vllm"] = Field(
         "hf", description="Generation backend: hf (transformers generate; 'naive' is an alias) or vllm.",
@@ -226,6 +240,7 @@ class RolloutConfig(Section):
     engine_kwargs: EngineKwargs = Field(default_factory=EngineKwargs)
     val_kwargs: ValKwargs = Field(default_factory=ValKwargs)
     min_new_tokens: int = Field(0, ge=0, description="Force at least this many response tokens (benchmarks).")
+    multi_turn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
 
 
 class ActorRolloutRefConfig(Section):

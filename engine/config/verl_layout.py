@@ -44,8 +44,9 @@ ALIASES: tuple[tuple[str, str], ...] = (
 )
 
 _OTHER_BACKEND = "rlstudio trains with FSDP2 only (no Megatron, TorchTitan, VeOmni, Automodel or NPU back end)"
-_AGENT = ("multi-turn, tool and agent-loop rollouts are not implemented: rlstudio generates one response per "
-          "prompt inside the training workers")
+_AGENT = ("this multi-turn option of verl is not implemented: rlstudio's multi-turn rollout reads "
+          "actor_rollout_ref.rollout.multi_turn.{enable,max_assistant_turns,max_user_turns,tool_config_path,format,"
+          "max_tool_response_length}; tools are declared in the tool_config_path YAML")
 _ROLLOUT_KNOB = ("this rollout option of verl has no counterpart in rlstudio's hf/vllm rollout; a vLLM engine "
                  "argument can be passed as +actor_rollout_ref.rollout.engine_kwargs.vllm.<name>=<value>")
 _PROFILER = "verl's profilers are not available: use trainer.profile_steps=[N] (torch.profiler per worker phase)"

@@ -58,7 +58,7 @@ class RLDataset:
     def __init__(self, files, tokenizer, prompt_key: str = "prompt", max_prompt_length: int = 512,
                  truncation: str = "error", filter_overlong_prompts: bool = False,
                  reward_fn_key: str = "data_source", chat_template: str | None = None,
-                 apply_chat_template: bool = True, rows: Sequence[dict] | None = None):
+                 apply_chat_template: bool = True, rows: Sequence[dict] | None = None, return_raw_chat: bool = True):
         if truncation not in TRUNCATION_MODES:
             raise DataError(f"data.truncation={truncation!r} is not one of {list(TRUNCATION_MODES)}")
         if max_prompt_length is None or int(max_prompt_length) <= 0:
@@ -71,6 +71,7 @@ class RLDataset:
         self.reward_fn_key = reward_fn_key
         self.chat_template = chat_template
         self.apply_chat_template = apply_chat_template
+        self.return_raw_chat = return_raw_chat  # keep the chat messages (meta `raw_prompt`) in the batches
         if apply_chat_template and chat_template is None and not getattr(tokenizer, "chat_template", None):
             raise DataError("the tokenizer has no chat template; pass a chat template string (chat_template=...) "
                             "or set data.apply_chat_template=False to tokenize the raw prompt text")
@@ -142,13 +143,14 @@ class RLDataset:
             "input_ids": ids,
             "data_source": row.get("data_source"),
             "ground_truth": reward_model.get("ground_truth"),
-            "raw_prompt": _messages(row[self.prompt_key], ""),
             "prompt_text": text,
             "extra_info": extra_info,
             "ability": row.get("ability"),
             "prompt_index": prompt_index,
             "reward_style": reward_model.get("style"),
         }
+        if self.return_raw_chat:
+            item["raw_prompt"] = _messages(row[self.prompt_key], "")
         if self.reward_fn_key != "data_source":
             item[self.reward_fn_key] = row.get(self.reward_fn_key)
         return item

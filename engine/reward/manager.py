@@ -127,6 +127,11 @@ class RewardManager:
                 extra["overlong_reward"] = penalties
                 extra["overlong"] = [float(p < 0) for p in penalties]  # mean: the share cut back
 
+        if "tool_reward" in batch.meta:  # multi-turn rollouts: rewards the tools gave (engine/tools/base.py)
+            tool_rewards = [float(r or 0.0) for r in batch.meta["tool_reward"]]
+            scores = [s + r for s, r in zip(scores, tool_rewards)]
+            extra["tool_reward"] = tool_rewards
+
         token_level_scores = torch.zeros((n, width), dtype=torch.float32)
         for i, (length, s) in enumerate(zip(lengths, scores)):
             # An empty response has no last token; position 0 keeps its reward in the row sum.

@@ -27,6 +27,7 @@ from engine.trainer.hold import hold_after
 from engine.trainer.metrics import step_metrics
 from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
+from engine.rollout.metrics import agent_metrics
 from engine.trainer.samples import build_samples
 
 
@@ -148,9 +149,10 @@ class PPOTrainer:
 
     def step_metrics(self, batch: Batch, log: StepLog, reward: RewardResult) -> dict[str, float]:
         cfg = self.cfg.actor_rollout_ref
-        return step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
-                            max_response_length=cfg.rollout.response_length, n_params=self.n_params,
-                            device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
+        metrics = step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
+                               max_response_length=cfg.rollout.response_length, n_params=self.n_params,
+                               device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
+        return metrics | agent_metrics(batch)  # multi-turn rollouts: turns, tool calls, errors, latency
 
     # ---- validation ----------------------------------------------------------------------------------
     def validate(self) -> tuple[dict[str, float], list[dict]]:

@@ -2,7 +2,9 @@
 
 Fields: step, split, prompt_index, group_uid, prompt, response, score, reward, ground_truth,
 data_source, and per-token arrays over the response's valid tokens: tokens, old_log_probs,
-ref_log_probs, advantages, values (each present when the step computed it). Extra reward outputs
+ref_log_probs, advantages, values (each present when the step computed it). Multi-turn rollouts add `turns`
+(role, token span [start, end), tool, arguments, error, latency per segment), `num_turns` and `loss_mask` (1 on
+the model's tokens, 0 on tool tokens); their token arrays run over the whole trajectory. Extra reward outputs
 (a custom reward function's dict keys) are added as further fields.
 """
 from __future__ import annotations
@@ -47,8 +49,14 @@ def token_strings(tokenizer, ids: list[int]) -> list[str]:
 def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts: list[str],
                   extra: dict[str, list] | None = None, token_level: bool = True) -> list[dict[str, Any]]:
     mask = batch["response_mask"].bool()
-    lengths = mask.sum(-1).tolist()
     responses = batch["responses"]
+    # A multi-turn response has tool tokens (attended, not trained on) between the model's: the token arrays
+    # cover everything up to the last attended token, and `loss_mask` says which tokens the loss saw.
+    attended = batch["attention_mask"][:, -responses.shape[1]:].bool() if "attention_mask" in batch else mask
+    multi_turn = "turns" in batch
+    span = attended if multi_turn else mask
+    positions = torch.arange(1, span.shape[1] + 1).expand_as(span)
+    lengths = (positions * span.cpu()).max(dim=-1).values.tolist() if len(span) else []
     scores = batch["token_level_scores"].sum(-1).tolist()
     rewards = (batch["token_level_rewards"].sum(-1).tolist() if "token_level_rewards" in batch else scores)
     arrays = {out: batch[key] for key, out in TOKEN_ARRAYS.items() if key in batch.tensors} if token_level else {}
@@ -66,12 +74,17 @@ def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts
             "reward": float(rewards[i]),
             "ground_truth": _json_safe(batch["ground_truth"][i]) if "ground_truth" in batch else None,
             "data_source": str(batch["data_source"][i]) if "data_source" in batch else "",
-            "response_length": n,
+            "response_length": int(mask[i].sum()) if multi_turn else n,
         }
+        if multi_turn:
+            record["turns"] = _json_safe(batch["turns"][i])
+            record["num_turns"] = 1 + len(batch["turns"][i])
         if token_level:
             record["tokens"] = token_strings(tokenizer, responses[i, :n].tolist())
             for name, tensor in arrays.items():
                 record[name] = [round(float(x), 5) for x in tensor[i, :n].tolist()]
+            if multi_turn:
+                record["loss_mask"] = [int(x) for x in mask[i, :n].tolist()]
         for k, values in (extra or {}).items():
             record[k] = _json_safe(values[i])
         samples.append(record)

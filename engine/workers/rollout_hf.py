@@ -99,8 +99,9 @@ class HFRollout:
         return kwargs
 
     @torch.no_grad()
-    def generate(self, prompts: Batch, validate: bool = False) -> Batch:
-        response_length = self.cfg.response_length
+    def generate(self, prompts: Batch, validate: bool = False, max_new_tokens: int | None = None) -> Batch:
+        """`max_new_tokens` (the agent loop's turns): at most this many tokens instead of rollout.response_length."""
+        response_length = int(max_new_tokens or self.cfg.response_length)
         eos = eos_ids(self.module, self.tokenizer)
         gen_kwargs = dict(max_new_tokens=response_length, pad_token_id=self.pad_id, eos_token_id=eos,
                           use_cache=True, **self.sampling_kwargs(validate))

@@ -259,7 +259,8 @@ class VLLMRollout:
 
     # ---- generation -----------------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, prompts: Batch, validate: bool = False) -> Batch:
+    def generate(self, prompts: Batch, validate: bool = False, max_new_tokens: int | None = None) -> Batch:
+        """`max_new_tokens` (the agent loop's turns): at most this many tokens instead of rollout.response_length."""
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(prompts["input_ids"].cpu(),
                                                                   prompts["attention_mask"].cpu())]
         own = (0, len(rows))
@@ -270,6 +271,8 @@ class VLLMRollout:
             own = (start, start + len(rows))
             rows = [r for g in gathered for r in g]
         kwargs = sampling_kwargs(self.cfg, validate)
+        if max_new_tokens:
+            kwargs["max_tokens"] = int(max_new_tokens)
         if not self.cfg.ignore_eos:
             kwargs["stop_token_ids"] = self.eos
         params = self.SamplingParams(logprobs=0, **kwargs)
@@ -279,7 +282,7 @@ class VLLMRollout:
             self._sleep()
         outputs = outputs[own[0]:own[1]]
 
-        width = int(self.cfg.response_length)
+        width = int(max_new_tokens or self.cfg.response_length)
         responses = torch.full((len(outputs), width), self.pad_id, dtype=torch.long)
         log_probs = torch.zeros((len(outputs), width), dtype=torch.float32)
         for i, out in enumerate(outputs):

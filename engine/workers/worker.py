@@ -23,7 +23,7 @@ from engine.workers.critic import Critic
 from engine.workers.fsdp import DTYPES, full_state_dict, shard_model
 from engine.workers.optim import build_optimizer, build_scheduler
 from engine.workers.profiling import maybe_profile
-from engine.workers.rollout_hf import HFRollout
+from engine.workers.rollout_hf import HFRollout, eos_ids
 
 
 def free_port() -> int:
@@ -243,14 +243,20 @@ class TrainWorker:
                                  wrap=lambda model: self._shard(model, rm.model.fsdp_config, compute))
 
     def _build_rollout(self):
+        """The single-turn rollout, inside the agent loop (engine/rollout/agent_loop.py) when multi_turn.enable."""
+        from engine.rollout.agent_loop import maybe_agent_loop
+
         rollout_cfg = self.cfg.actor_rollout_ref.rollout
         if rollout_cfg.name == "vllm":  # ---- vLLM rollout (engine/workers/rollout_vllm.py) ----
             from engine.workers.rollout_vllm import VLLMRollout
 
-            return VLLMRollout(self.actor_module, self.tokenizer, rollout_cfg, self.cfg.actor_rollout_ref.model,
-                               self.device_type, rank=self.rank, world=self.world, seed=self.cfg.trainer.seed,
-                               num_threads=torch.get_num_threads())
-        return HFRollout(self.actor_module, self.tokenizer, rollout_cfg, self.device_type)
+            inner = VLLMRollout(self.actor_module, self.tokenizer, rollout_cfg, self.cfg.actor_rollout_ref.model,
+                                self.device_type, rank=self.rank, world=self.world, seed=self.cfg.trainer.seed,
+                                num_threads=torch.get_num_threads())
+        else:
+            inner = HFRollout(self.actor_module, self.tokenizer, rollout_cfg, self.device_type)
+        return maybe_agent_loop(inner, self.tokenizer, rollout_cfg, inner.pad_id,
+                                getattr(inner, "eos", None) or eos_ids(self.actor_module, self.tokenizer))
 
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------
     def _local(self, batch: Batch) -> Batch:
