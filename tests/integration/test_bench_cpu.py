@@ -55,3 +55,24 @@ def test_bench_update_variants(tmp_path):
     kernels = [r for r in lines if r["phase"] == "logprob_kernels"]
     assert [r["chunk_rows"] for r in kernels] == [512, "one pass"]
     assert all(r["fwd_ms"] > 0 and r["bwd_ms"] > 0 for r in kernels)
+
+
+def test_bench_w2_tiny_lengths_and_compaction(tmp_path):
+    """W2 on toy shapes: GSM8K prompts, answers that end at the end token (eos-rate model), the static decoder
+    with compaction; the histogram counts every answer and real-token accounting gives the mean length."""
+    env_lines = run_bench_workload(tmp_path, "tiny-w2", "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static",
+                                   "+actor_rollout_ref.rollout.engine_kwargs.hf.compact_every=2")
+    rows = {r["phase"]: r for r in env_lines if r.get("impl") == "rlstudio"}
+    hist = rows["response_lengths"]
+    assert hist["count"] == 8 and sum(hist["bins"].values()) == 8
+    assert 1 <= hist["mean"] <= 24 and rows["check"]["response_length_mean"] == pytest.approx(hist["mean"], abs=0.1)
+    assert rows["check"]["rollout_log_probs_absdiff"] < 1e-3
+
+
+def run_bench_workload(tmp_path, workload, *args) -> list[dict]:
+    env = engine_env()
+    env["RLSTUDIO_CACHE"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-m", "engine.bench", "--workload", workload, "--warmup", "0",
+                           "--steps", "1", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
