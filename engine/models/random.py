@@ -107,6 +107,8 @@ def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int) -> dict:
     model.model.norm.weight[0] = 0.0  # calibration reads the rest of the logits without the bias channel
     generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}/eos-calibration".encode()))
     ids = torch.randint(0, config.vocab_size, (8, 96), generator=generator)
+    # to_empty() left the rotary buffers uninitialised (they are rebuilt on load, never saved): rebuild them
+    model.model.rotary_emb = type(model.model.rotary_emb)(config=config)
     captured = {}
     handle = model.model.norm.register_forward_hook(lambda mod, inp, out: captured.update(pre=inp[0], post=out))
     try:

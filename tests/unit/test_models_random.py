@@ -84,3 +84,9 @@ def test_init_depends_on_seed_and_dtype():
     assert torch.equal(init(0, torch.bfloat16), init(0, torch.bfloat16))
     assert not torch.equal(init(0, torch.bfloat16), init(1, torch.bfloat16))
     assert init(0, torch.float32).dtype == torch.float32
+
+
+def test_eos_rate_calibration_is_finite_and_deterministic(tmp_path):
+    facts = [build_random_model("tiny-qwen2", tmp_path / str(i), dtype="bfloat16", eos_rate=0.05) for i in range(2)]
+    assert facts[0]["eos_channel_gain"] > 0 and facts[0]["eos_bias_mean"] == facts[0]["eos_bias_mean"]  # not NaN
+    assert facts[0]["eos_channel_gain"] == facts[1]["eos_channel_gain"]
