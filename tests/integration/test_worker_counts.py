@@ -82,6 +82,14 @@ def ray_json(*args) -> list[dict]:
     return json.loads(result.stdout)
 
 
+def listed_nodes(result: subprocess.CompletedProcess) -> list[dict]:
+    """`ray list nodes` output while the head comes up: it may fail, or print "No resource in the cluster"
+    (exit 0, not JSON) before the head registers itself; both mean no node yet."""
+    if result.returncode != 0 or not result.stdout.lstrip().startswith("["):
+        return []
+    return json.loads(result.stdout)
+
+
 @pytest.fixture()
 def two_node_cluster():
     """Two Ray nodes on this machine, token auth. The head has a spare core: a placement that ignored
@@ -95,7 +103,7 @@ def two_node_cluster():
             assert all(n.poll() is None for n in nodes), "a `ray start` exited"
             ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
                                 capture_output=True, text=True, check=False)
-            alive = [n for n in json.loads(ok.stdout) if n["state"] == "ALIVE"] if ok.returncode == 0 else []
+            alive = [n for n in listed_nodes(ok) if n["state"] == "ALIVE"]
             if len(alive) == 2:
                 break
             if len(alive) == 1 and len(nodes) == 1:
