@@ -100,8 +100,6 @@ class Dispatcher:
                                             "this run.")
 
     async def _connect(self) -> None:
-        from ray.job_submission import JobSubmissionClient
-
         if self.settings.ray_address:
             self.address, token = self.settings.ray_address, _cluster_token(self.settings)
         else:
@@ -109,8 +107,44 @@ class Dispatcher:
             self.head = LocalRayHead(self.settings.data_dir, self.settings.ray_num_cpus)
             self.address = await asyncio.to_thread(self.head.start)
             token = self.head.token
+        await self._open_client(token)
+
+    async def _open_client(self, token: str | None) -> None:
+        from ray.job_submission import JobSubmissionClient
+
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.client = await asyncio.to_thread(JobSubmissionClient, self.address, headers=headers)
+
+    def _ready_state(self) -> str:
+        state = f"ray {self.address}"
+        if self.head is not None:
+            state += (" (local head owned by this server, re-attached: started by an earlier server on this "
+                      "data dir)" if self.head.attached else " (local head owned by this server)")
+        return state
+
+    async def _heal_head(self, keep_run: int | None = None) -> bool:
+        """The head this server owns can die under it (the OOM killer, a component that crashed: `ray start
+        --block` then takes every component down). Its jobs died with it: their runs are `lost`, saying why
+        (except `keep_run`, which is being submitted and goes to the new head), and a new head starts.
+        Returns True when the head was dead and a new one is up."""
+        if self.head is None or self.head.alive():
+            return False
+        why = self.head.why_dead()
+        log.error("the local Ray head at %s died (%s); starting a new one", self.address, why)
+        with Session(self.engine, expire_on_commit=False) as session:
+            runs = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT))).all()
+        for run in runs:
+            if run.id != keep_run:
+                await self._finish(run.id, RunStatus.lost,
+                                   f"The server's local Ray head ({self.address}) died while the run was in flight, "
+                                   f"and its Ray job with it. {why}")
+        self.state = "restarting the local Ray head"
+        await asyncio.to_thread(self.head.stop)  # whatever is left of its process group
+        self.head.attached = False
+        self.address = await asyncio.to_thread(self.head.start)
+        await self._open_client(self.head.token)
+        self.state = self._ready_state()
+        return True
 
     async def _main(self) -> None:
         try:
@@ -123,11 +157,7 @@ class Dispatcher:
             await self._reconcile()
         except Exception:  # still dispatch; the next start reconciles again
             log.exception("reconcile failed")
-        state = f"ray {self.address}"  # ready (after reconcile: the runs' states are current)
-        if self.head is not None:
-            state += (" (local head owned by this server, re-attached: started by an earlier server on this "
-                      "data dir)" if self.head.attached else " (local head owned by this server)")
-        self.state = state
+        self.state = self._ready_state()  # ready (after reconcile: the runs' states are current)
         self._ready.set()
         while True:
             try:
@@ -176,6 +206,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------------------------------------ tick
     async def _tick(self) -> None:
+        await self._heal_head()
         with Session(self.engine, expire_on_commit=False) as session:
             in_flight = session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT),
                                                        Run.submission_id.is_not(None))).all()
@@ -286,8 +317,17 @@ class Dispatcher:
                     break
                 if _not_ready(exc) and time.monotonic() < deadline:
                     log.info("run %s: Ray is not ready to take jobs yet (%s); trying again", run.id, exc)
+                    try:
+                        if await self._heal_head(keep_run=run.id):
+                            deadline = time.monotonic() + SUBMIT_RETRY_S
+                    except Exception as heal_exc:  # noqa: BLE001 - no head: the run cannot start; say why
+                        await self._finish(run.id, RunStatus.failed, f"Could not submit the Ray job: the local "
+                                           f"Ray head died and a new one did not start ({heal_exc}).")
+                        return
                     await asyncio.sleep(1.0)
                     continue
+                if self.head is not None:  # a head that is up but never takes the job: show what it logged
+                    exc = f"{exc} (local head: {self.head.why_dead()})"
                 await self._finish(run.id, RunStatus.failed, f"Could not submit the Ray job: {exc}")
                 return
         log.info("run %s submitted as Ray job %s", run.id, submission_id)

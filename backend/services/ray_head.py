@@ -136,7 +136,29 @@ class LocalRayHead:
         self.previous: HeadRecord | None = None  # the recorded head that was found dead, if any
 
     def env(self) -> dict[str, str]:
-        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path)}
+        # no 30 s drain on SIGTERM: the server stops its head only when it shuts down (or the head is dead)
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path),
+                "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+
+    def alive(self) -> bool:
+        """Whether the head this object started or adopted still runs (`ray start --block` exits, taking every
+        component down, when one of them dies)."""
+        record = self.record
+        return record is not None and record.alive()
+
+    def why_dead(self) -> str:
+        """What the head wrote last, plus Ray's own logs of the components that most often die first."""
+        parts = [f"`ray start --head` said: {self._log_error()}"]
+        logs = self.temp_dir / "session_latest" / "logs"
+        for name in ("dashboard.err", "dashboard.log", "raylet.err", "gcs_server.err"):
+            try:
+                lines = [x.strip() for x in (logs / name).read_text(errors="replace").splitlines() if x.strip()]
+            except OSError:
+                continue
+            errors = [x for x in lines[-200:] if "error" in x.lower() or "exception" in x.lower()]
+            if errors:
+                parts.append(f"{name}: {errors[-1][:300]}")
+        return "; ".join(parts)
 
     # ------------------------------------------------------------------------------------- record
     def read_record(self) -> HeadRecord | None:

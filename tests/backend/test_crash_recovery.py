@@ -203,3 +203,26 @@ def test_kill9_worker_fails_the_run_with_the_cause_and_frees_its_resources(serve
     assert run_state(server.url, queued["id"])["status"] in ("queued", "starting", "running")
     done = wait_status(server.url, queued["id"], TERMINAL)
     assert done["status"] == "succeeded", (done["error"], done["log_tail"])
+
+
+def test_head_dies_under_a_live_server_run_lost_and_a_new_head_takes_the_next(server_factory, tmp_path):
+    """The server's own head dies while the server runs (the OOM killer, a Ray component that crashed): the
+    run in flight is `lost` with the reason, the server starts a new head, and the next run succeeds on it."""
+    hold, data = tmp_path / "hold", tmp_path / "data"
+    hold.mkdir()
+    (hold / "step-1").touch()
+    server = server_factory(data_dir=data, env=server_env(hold)).start()
+    server.wait_dispatch_ready(300)
+    run = launch_demo(server.url, 3, "head-dies-live")
+    wait_held(hold, 1)
+    head = LocalRayHead(data).read_record()
+    os.killpg(head.pid, signal.SIGKILL)
+    lost = wait_status(server.url, run["id"], TERMINAL)
+    assert lost["status"] == "lost", lost
+    assert "local Ray head" in lost["error"] and "died while the run was in flight" in lost["error"], lost["error"]
+    (hold / "step-1").unlink()
+    after = launch_demo(server.url, 1, "on-the-new-head")
+    done = wait_status(server.url, after["id"], TERMINAL)
+    assert done["status"] == "succeeded", (done["error"], done["log_tail"])
+    new_head = LocalRayHead(data).read_record()
+    assert new_head is not None and new_head.pid != head.pid and new_head.alive()

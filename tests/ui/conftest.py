@@ -38,6 +38,7 @@ class Server:
     def __init__(self, data_dir: Path, *, dispatch: bool, extra_env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.data_dir = data_dir
         env = {k: v for k, v in os.environ.items() if k != "RLSTUDIO_API_TOKEN"}  # no token unless asked
         env.update({"RLSTUDIO_DISPATCH": "true" if dispatch else "false", **(extra_env or {})})
         self.log = open(data_dir / "server.log", "w")
@@ -56,6 +57,17 @@ class Server:
         else:
             raise RuntimeError("server did not start in 120 s")
         self.api = Api(self.url, token=(extra_env or {}).get("RLSTUDIO_API_TOKEN"))
+
+    def diagnostics(self, lines: int = 40) -> str:
+        """The tails of the server's log and of its Ray head's, for a failure message."""
+        out = []
+        for path in (self.data_dir / "server.log", self.data_dir / "ray" / "head.log"):
+            try:
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            out.append(f"--- {path.name} (last {len(tail)} lines)\n" + "\n".join(tail))
+        return "\n".join(out)
 
     def stop(self):
         self.proc.terminate()

@@ -59,7 +59,7 @@ def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch
     if status in ("failed", "lost", "cancelled"):
         run = srv.api.get(f"/api/v1/runs/{run_id}")
         shot(page, "launch-failed")
-        pytest.fail(f"the launched run {status}: {run.get('error')}")
+        pytest.fail(f"the launched run {status}: {run.get('error')}\n{srv.diagnostics()}")
     first = points(page)
     shot(page, "launch-running")
     page.wait_for_function(
