@@ -146,6 +146,7 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
         workers = start_workers(cfg, total_steps, device)
         uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
         roles = ["actor", "rollout"] + (["reference"] if uses_ref else []) + (["critic"] if cfg.critic.enable else [])
+        roles += ["reward_model"] if cfg.reward_model.enable else []  # on the workers, beside the reference
         logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
                           total_steps=total_steps, launcher=workers.launcher,
                           placement=workers.info.get("placement"))

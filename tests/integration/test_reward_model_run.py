@@ -4,6 +4,7 @@ trainer used are those of the same model run directly on the same texts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -20,7 +21,7 @@ def rm_args(reward_model: str, **extra) -> dict:
             "reward_model.micro_batch_size_per_gpu": 3, "reward_model.max_length": MAX_LENGTH, **extra}
 
 
-def check_scores(out, reward_model: str) -> list[dict]:
+def check_scores(out, reward_model: str, cut_matters: bool = True) -> list[dict]:
     """Every logged answer's rm_score is the reward model's own score of its text, and its reward is the rule
     score (0 or 1) plus that; returns the samples."""
     from engine.reward.reward_model import RewardModelScorer
@@ -33,7 +34,10 @@ def check_scores(out, reward_model: str) -> list[dict]:
     for s in samples:
         assert s["score"] - s["rm_score"] == pytest.approx(round(s["score"] - s["rm_score"]), abs=1e-5)
         assert round(s["score"] - s["rm_score"]) in (0, 1)
-    # max_length was applied: uncut, some of these texts score differently
+    if not cut_matters:
+        return samples
+    # max_length was applied: uncut, some of these texts score differently (the seeded in-process run writes
+    # answers long enough; another placement samples other answers, which may all fit)
     uncut = RewardModelScorer(reward_model).score([s["prompt"] for s in samples], [s["response"] for s in samples])
     assert max(abs(a - b) for a, b in zip(uncut, direct)) > 1e-3
     return samples
@@ -51,3 +55,19 @@ def test_training_uses_the_reward_models_scores(tiny_model, arith_data, tiny_rew
     assert len(train_rows) == 32
     step2 = [s["score"] for s in train_rows if s["step"] == 2]
     assert result.metrics[2]["critic/score/mean"] == pytest.approx(sum(step2) / len(step2), abs=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_reward_model_sharded_over_two_ray_workers(tiny_model, arith_data, tiny_reward_model, tmp_path):
+    """The same run through `python -m engine.main_ppo` on two Ray workers: the reward model is FSDP2-sharded
+    over both (each scores its half of the batch) and the logged scores are still the model's own."""
+    from tests.integration.helpers import run_engine
+
+    out = tmp_path / "run"
+    result = run_engine(base_args(tiny_model, arith_data, out, **rm_args(tiny_reward_model)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"started workers=2 .*roles=actor\+rollout\+reward_model .*launcher=ray", result.stdout), \
+        result.stdout[-2000:]
+    samples = check_scores(out, tiny_reward_model, cut_matters=False)
+    assert len([s for s in samples if s["split"] == "train"]) == 32
