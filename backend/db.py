@@ -9,13 +9,17 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import create_engine
 
+from backend import json_codec
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def make_engine(url: str) -> Engine:
     is_sqlite = url.startswith("sqlite")
     connect_args = {"check_same_thread": False, "timeout": 30} if is_sqlite else {}
-    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=not is_sqlite)
+    # JSON columns hold the samples' per-token arrays: orjson writes them ~10x faster than json.dumps
+    engine = create_engine(url, connect_args=connect_args, pool_pre_ping=not is_sqlite,
+                           json_serializer=json_codec.dumps, json_deserializer=json_codec.loads)
     if is_sqlite:
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):  # every new connection: WAL, FKs, wait instead of failing

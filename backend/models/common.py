@@ -59,5 +59,11 @@ def clean_json(value):
     if isinstance(value, dict):
         return {k: clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
+        try:  # numbers only: their sum is finite exactly when every one is (one C loop, not one call each)
+            if math.isfinite(sum(value)):
+                return value
+        except (TypeError, OverflowError):  # not all numbers (None, text, lists), or ints past float range
+            if set(map(type, value)) <= {str, int, bool, type(None)}:  # e.g. the tokens' texts
+                return value
         return [clean_json(v) for v in value]
     return value

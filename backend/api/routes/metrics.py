@@ -6,13 +6,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import StringConstraints
 
+from backend.api.fast_json import FastJSONRoute
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
 
 router = APIRouter(tags=["metrics"])
-ingest_router = APIRouter(tags=["metrics"])  # authenticated by the run's ingest token or the API token
+ingest_router = APIRouter(tags=["metrics"], route_class=FastJSONRoute)  # authenticated by the run's ingest token or the API token
 
 MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
     "downsample each series to at most this many points, keeping every bucket's min and max"))]

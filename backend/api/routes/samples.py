@@ -5,6 +5,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
+from backend.api.fast_json import FastJSONRoute
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
 from backend.api.errors import ErrorMessage
 from backend.models import (
@@ -21,7 +22,7 @@ from backend.models import (
 from backend.services import samples
 
 router = APIRouter(tags=["samples"])
-ingest_router = APIRouter(tags=["samples"])  # authenticated by the run's ingest token or the API token
+ingest_router = APIRouter(tags=["samples"], route_class=FastJSONRoute)  # authenticated by the run's ingest token or the API token
 
 Order = Literal["step", "-step", "score", "-score", "prompt_index", "id"]
 Split = Literal["train", "val"]
