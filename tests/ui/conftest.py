@@ -102,6 +102,31 @@ def server(tmp_path_factory, built_frontend) -> Server:
 
 
 @pytest.fixture(scope="session")
+def dispatch_server(tmp_path_factory, built_frontend) -> Server:
+    """A server with real Ray dispatch (it starts its own local Ray head), shared by the UI tests that train:
+    one server and one head for all of them. RLSTUDIO_HOLD_DIR lets a test hold a run at a checkpoint
+    (engine/trainer/hold.py); a test that creates a hold file removes it before it ends."""
+    hold = tmp_path_factory.mktemp("hold")
+    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3", "RLSTUDIO_HOLD_DIR": str(hold),
+           "RLSTUDIO_RAY_NUM_CPUS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
+    if os.environ.get("RLSTUDIO_UI_JOB_MODULE"):  # e.g. tests.backend.jobs.tiny_trainer for a fast check
+        env["RLSTUDIO_JOB_MODULE"] = os.environ["RLSTUDIO_UI_JOB_MODULE"]
+    srv = Server(tmp_path_factory.mktemp("rlstudio-ui-dispatch"), dispatch=True, extra_env=env)
+    srv.hold = hold
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        state = srv.api.get("/healthz")["dispatch"]
+        if state.startswith("ray "):
+            break
+        assert not state.startswith("error"), f"{state}\n{srv.diagnostics()}"
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"dispatch did not become ready\n{srv.diagnostics()}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
         _skip_or_fail(f"no Chromium at {CHROMIUM} (apt-get install chromium)")

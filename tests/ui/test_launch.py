@@ -6,33 +6,15 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.conftest import Server, shot
+from tests.ui.conftest import shot
 
 pytestmark = pytest.mark.slow
 
 STEPS = int(os.environ.get("RLSTUDIO_UI_LAUNCH_STEPS", "6"))
-
-
-@pytest.fixture(scope="module")
-def dispatch_server(tmp_path_factory, built_frontend):
-    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}
-    if os.environ.get("RLSTUDIO_UI_JOB_MODULE"):  # e.g. tests.backend.jobs.tiny_trainer for a fast check
-        env["RLSTUDIO_JOB_MODULE"] = os.environ["RLSTUDIO_UI_JOB_MODULE"]
-    srv = Server(tmp_path_factory.mktemp("rlstudio-ui-launch"), dispatch=True, extra_env=env)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        state = srv.api.get("/healthz")["dispatch"]
-        if state.startswith("ray "):
-            break
-        assert not state.startswith("error"), state
-        time.sleep(1)
-    yield srv
-    srv.stop()
 
 
 def points(page, chart="score") -> int:

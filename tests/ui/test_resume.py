@@ -11,7 +11,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.conftest import Server, shot
+from tests.ui.conftest import shot
 
 pytestmark = pytest.mark.slow
 
@@ -19,24 +19,6 @@ STEPS, CHECKPOINT = 4, 2
 OVERRIDES = [f"trainer.total_training_steps={STEPS}", f"trainer.save_freq={CHECKPOINT}", "trainer.test_freq=-1",
              "trainer.val_before_train=false"]
 TERMINAL = ("succeeded", "failed", "lost", "cancelled")
-
-
-@pytest.fixture(scope="module")
-def resume_server(tmp_path_factory, built_frontend):
-    hold = tmp_path_factory.mktemp("hold")
-    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3", "RLSTUDIO_HOLD_DIR": str(hold),
-           "RLSTUDIO_RAY_NUM_CPUS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
-    srv = Server(tmp_path_factory.mktemp("rlstudio-ui-resume"), dispatch=True, extra_env=env)
-    srv.hold = hold
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        state = srv.api.get("/healthz")["dispatch"]
-        if state.startswith("ray "):
-            break
-        assert not state.startswith("error"), state
-        time.sleep(1)
-    yield srv
-    srv.stop()
 
 
 def wait_until(predicate, timeout: float, what: str):
@@ -66,20 +48,23 @@ def train_prompts(srv, run_id: int, step: int) -> list[tuple[int, str]]:
     return sorted((s["prompt_index"], s["prompt"]) for s in page["data"])
 
 
-def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, resume_server):
-    srv = resume_server
+def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, dispatch_server):
+    srv = dispatch_server
     launch = {"preset": "demo", "overrides": OVERRIDES, "experiment_name": "ui-resume"}
     uncut = srv.api.call("POST", "/api/v1/runs", {**launch, "name": "uncut"})
     finished(srv, uncut["id"])
 
-    (srv.hold / f"step-{CHECKPOINT}").touch()  # the next run stops after its step-2 checkpoint
-    cut = srv.api.call("POST", "/api/v1/runs", {**launch, "name": "cut"})
-    wait_until(lambda: (srv.hold / f"held-{CHECKPOINT}").exists(), 900, "the run to hold at its checkpoint")
-    page.goto(f"{srv.url}/runs/{cut['id']}")
-    expect(page.locator("h1 [data-status]")).to_have_text("running")
-    page.get_by_role("button", name="Cancel").click()
-    expect(page.locator("h1 [data-status]")).to_have_text("cancelled")
-    (srv.hold / f"step-{CHECKPOINT}").unlink()
+    gate = srv.hold / f"step-{CHECKPOINT}"
+    gate.touch()  # the next run stops after its step-2 checkpoint
+    try:  # the server is shared: no later run may meet the gate
+        cut = srv.api.call("POST", "/api/v1/runs", {**launch, "name": "cut"})
+        wait_until(lambda: (srv.hold / f"held-{CHECKPOINT}").exists(), 900, "the run to hold at its checkpoint")
+        page.goto(f"{srv.url}/runs/{cut['id']}")
+        expect(page.locator("h1 [data-status]")).to_have_text("running")
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.locator("h1 [data-status]")).to_have_text("cancelled")
+    finally:
+        gate.unlink()
     assert score_steps(srv, cut["id"]) == [1, 2]
 
     page.get_by_role("button", name="Resume").click()
