@@ -13,7 +13,7 @@ import pytest
 
 from tests.backend.conftest import REPO, wait_for
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # every test dispatches real Ray jobs (the shared head or its own)
 
 TINY = "tests.backend.jobs.tiny_trainer"
 
@@ -105,8 +105,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     assert not (Path(server.data_dir) / "runs" / str(long["id"])).exists()
 
 
-@pytest.mark.slow  # starts its own Ray head twice
-def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):
+def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):  # starts its own Ray head twice
     """No RLSTUDIO_RAY_ADDRESS: the server starts its own head, and stops it on shutdown; the run that was
     running is `lost`, with the reason, when the server starts again."""
     env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_JOB_MODULE": TINY, "RLSTUDIO_JOB_WORKDIR": str(REPO),

@@ -17,7 +17,7 @@ from tests.integration.helpers import base_args, engine_env, run_engine
 
 HOLD_REWARD = Path(__file__).with_name("hold_reward.py")
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # each test is a whole engine run on 2 Ray workers
 
 
 def read_metrics(out: Path) -> list[dict]:
@@ -33,7 +33,6 @@ def train_steps(records: list[dict]) -> list[int]:
     return [r["step"] for r in records if "training/global_step" in r["data"]]
 
 
-@pytest.mark.slow  # two engine runs, one killed
 def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_data, tmp_path):
     out = tmp_path / "run"
     # 64 prompts / 16 per step = 4 steps per epoch; checkpoint at step 4 = the end of epoch 1.
