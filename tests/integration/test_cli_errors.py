@@ -1,5 +1,10 @@
 """Bad input on the command line: each case ends with exit code 2 and a short message that names the
-cause and the fix — no traceback — and leaves nothing half-written."""
+cause and the fix — no traceback — and leaves nothing half-written.
+
+The cases run `engine.main_ppo.main(argv)` in this process: the command's own code from argv to exit code,
+without a new interpreter that imports torch again for each case. One case runs the real `python -m
+engine.main_ppo` and checks the process's exit status; the case that needs a Ray of its own (more workers
+than the machine has) runs as a real subprocess too, in the slow tier."""
 from __future__ import annotations
 
 import json
@@ -9,47 +14,68 @@ import pytest
 from tests.integration.helpers import base_args, run_engine
 
 
-def run_bad(args, cwd):
+def run_bad_subprocess(args, cwd):
     result = run_engine(args, cwd, timeout=300)
     assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     return result.stderr
 
 
-def test_unknown_key_names_closest(tmp_path):
+@pytest.fixture
+def run_bad(capsys, monkeypatch):
+    """The command in this process, from the directory the subprocess would run in: its exit code and stderr."""
+    from engine.main_ppo import main
+
+    def run(args, cwd):
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 2, (code, out[-2000:], err[-2000:])
+        assert "Traceback" not in err, err[-3000:]
+        return err
+
+    return run
+
+
+def test_exit_status_of_the_real_command(tmp_path):
+    err = run_bad_subprocess(["data.train_batch_sise=8"], tmp_path)
+    assert "Error: " in err and "data.train_batch_size" in err
+
+
+def test_unknown_key_names_closest(run_bad, tmp_path):
     err = run_bad(["data.train_batch_sise=8"], tmp_path)
     assert "data.train_batch_sise" in err and "data.train_batch_size" in err
 
 
-def test_wrong_type_names_key_type_and_value(tmp_path):
+def test_wrong_type_names_key_type_and_value(run_bad, tmp_path):
     err = run_bad(["data.train_batch_size=lots"], tmp_path)
     assert "data.train_batch_size" in err and "integer" in err and "lots" in err
 
 
-def test_batch_sizes_that_do_not_divide(tmp_path):
+def test_batch_sizes_that_do_not_divide(run_bad, tmp_path):
     err = run_bad(["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4"], tmp_path)
     assert "data.train_batch_size" in err and "ppo_mini_batch_size" in err
 
 
-def test_grpo_without_groups(tmp_path):
+def test_grpo_without_groups(run_bad, tmp_path):
     err = run_bad(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1"], tmp_path)
     assert "actor_rollout_ref.rollout.n" in err
 
 
-def test_missing_data_file(tiny_model, arith_data, tmp_path):
+def test_missing_data_file(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(tiny_model, arith_data, tmp_path / "o")
     args = [a for a in args if not a.startswith("data.train_files=")] + [f"data.train_files={tmp_path}/nope.parquet"]
     err = run_bad(args, tmp_path)
     assert "nope.parquet" in err and "engine.data" in err
 
 
-def test_model_path_not_found(tiny_model, arith_data, tmp_path):
+def test_model_path_not_found(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(str(tmp_path / "no-model"), arith_data, tmp_path / "o")
     err = run_bad(args, tmp_path)
     assert "actor_rollout_ref.model.path" in err and "no-model" in err
 
 
-def test_parquet_without_prompt_column(tiny_model, arith_data, tmp_path):
+def test_parquet_without_prompt_column(run_bad, tiny_model, arith_data, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -61,19 +87,19 @@ def test_parquet_without_prompt_column(tiny_model, arith_data, tmp_path):
     assert "'prompt'" in err and "data.prompt_key" in err and "question" in err
 
 
-def test_overlong_prompt_with_truncation_error(tiny_model, arith_data, tmp_path):
+def test_overlong_prompt_with_truncation_error(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(tiny_model, arith_data, tmp_path / "o") + ["data.max_prompt_length=5"]
     err = run_bad(args, tmp_path)
     assert "data.max_prompt_length" in err and "filter_overlong_prompts" in err and "truncation" in err
 
 
-def test_custom_reward_file_missing(tiny_model, arith_data, tmp_path):
+def test_custom_reward_file_missing(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(tiny_model, arith_data, tmp_path / "o") + [f"custom_reward_function.path={tmp_path}/r.py"]
     err = run_bad(args, tmp_path)
     assert "custom_reward_function.path" in err and "r.py" in err
 
 
-def test_custom_reward_raising(tiny_model, arith_data, tmp_path):
+def test_custom_reward_raising(run_bad, tiny_model, arith_data, tmp_path):
     reward = tmp_path / "reward.py"
     reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
                       "    raise KeyError('no such field')\n")
@@ -83,11 +109,12 @@ def test_custom_reward_raising(tiny_model, arith_data, tmp_path):
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # the engine starts a Ray of its own to learn that 16 workers do not fit
 def test_more_workers_than_the_machine_has(tiny_model, arith_data, tmp_path):
     out = tmp_path / "o"
     args = base_args(tiny_model, arith_data, out) + ["trainer.n_gpus_per_node=16",
                                                      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]
-    err = run_bad(args, tmp_path)
+    err = run_bad_subprocess(args, tmp_path)
     assert "trainer.n_gpus_per_node" in err and "16" in err
     # nothing was trained or written as a checkpoint
     assert not (out / "latest_checkpointed_iteration.txt").exists()
@@ -96,7 +123,7 @@ def test_more_workers_than_the_machine_has(tiny_model, arith_data, tmp_path):
                    for x in (out / "metrics.jsonl").read_text().splitlines())
 
 
-def test_vllm_tensor_parallel_on_cpu_is_refused_before_workers_start(tiny_model, arith_data, tmp_path):
+def test_vllm_tensor_parallel_on_cpu_is_refused_before_workers_start(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(tiny_model, arith_data, tmp_path / "o", **{
         "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
         "trainer.device": "cpu"})
