@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,9 +24,26 @@ os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
 PY = sys.executable
 
 
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory) -> Path:
+    """One SQLite file migrated to head, copied into each test's data dir: the app's start still runs
+    `alembic upgrade head` (a no-op there) and each test still has its own real file, but the ~40 schema
+    statements, each a disk sync, run once per session instead of once per test. That the server's start
+    migrates an empty database is tests/backend/test_migrations.py's."""
+    from backend import db
+
+    path = tmp_path_factory.mktemp("migrated") / "rlstudio.db"
+    db.upgrade(f"sqlite:///{path}")
+    assert not path.with_name(path.name + "-wal").exists()  # the whole schema is in the one file
+    return path
+
+
 @pytest.fixture
-def settings(tmp_path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", dispatch=False, frontend_dir=tmp_path / "no-ui")
+def settings(tmp_path, migrated_db) -> Settings:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copyfile(migrated_db, data_dir / "rlstudio.db")
+    return Settings(data_dir=data_dir, dispatch=False, frontend_dir=tmp_path / "no-ui")
 
 
 @pytest.fixture

@@ -1,6 +1,9 @@
-"""End to end with the real engine: the server (its own local Ray head) launches the demo preset for a few
-steps through the API; the run succeeds and its metrics and samples arrive with the expected keys and counts."""
+"""End to end with the real engine: the server launches the demo preset for a few steps through the API as a
+Ray job on the tests' shared head (a server's own head is tests/backend/test_dispatch.py's and the UI tests'
+job); the run succeeds and its metrics and samples arrive with the expected keys and counts."""
 from __future__ import annotations
+
+import sys
 
 import httpx
 import pytest
@@ -14,8 +17,10 @@ STEPS = 2
 
 @pytest.mark.skipif(not (REPO / "engine" / "models" / "tiny_assets").is_dir(),
                     reason="the engine's built-in tiny model is not shipped yet (engine/models/tiny_assets)")
-def test_demo_run_through_the_api(server_factory, tmp_path):
-    env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_RAY_NUM_CPUS": "2", "RLSTUDIO_JOB_WORKDIR": str(REPO),
+def test_demo_run_through_the_api(server_factory, ray_head, tmp_path):
+    env = {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_RAY_ADDRESS": ray_head.address,
+           "RLSTUDIO_RAY_AUTH_TOKEN": ray_head.token, "RLSTUDIO_JOB_PYTHON": sys.executable,
+           "RLSTUDIO_JOB_WORKDIR": str(REPO),
            "RLSTUDIO_POLL_INTERVAL_S": "0.5", "OMP_WAIT_POLICY": "PASSIVE"}
     server = server_factory(data_dir=tmp_path / "e2e", env=env).start()
     server.wait_dispatch_ready(180)

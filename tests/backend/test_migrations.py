@@ -48,11 +48,14 @@ def test_models_match_migrations(tmp_path):
     assert diff == [], f"models and migrations differ; add a migration: {diff}"
 
 
-def test_server_start_applies_migrations(settings):
+def test_server_start_applies_migrations(tmp_path):
     from backend.app import create_app
+    from backend.settings import Settings
 
-    create_app(settings)
+    settings = Settings(data_dir=tmp_path / "data", dispatch=False, frontend_dir=tmp_path / "no-ui")
     db = settings.data_dir / "rlstudio.db"
+    assert not db.exists()  # an empty data dir (the settings fixture's holds a migrated copy)
+    create_app(settings)
     assert TABLES <= tables(db)
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
