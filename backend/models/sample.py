@@ -7,6 +7,7 @@ from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstrain
 from sqlmodel import Field, SQLModel
 
 from backend.models.common import Int, JSONType, Num, clean_json
+from backend.models.trajectory import Turn, TurnIn, lift_from_extras
 
 Split = Literal["train", "val"]
 
@@ -31,6 +32,10 @@ class SampleBase(SQLModel):
     advantages: list[float | None] | None = Field(default=None, sa_type=JSONType)
     values: list[float | None] | None = Field(default=None, sa_type=JSONType)
     extras: dict[str, Any] = Field(default_factory=dict, sa_type=JSONType)
+    # multi-turn rollouts (null for single-turn answers): the conversation, and per token (over `tokens`,
+    # which then run over the whole trajectory) whether the loss saw it (1: the model's, 0: tool answers)
+    turns: list[Turn] | None = Field(default=None, sa_type=JSONType)
+    loss_mask: list[int] | None = Field(default=None, sa_type=JSONType)
 
 
 class SampleIn(SampleBase):
@@ -44,11 +49,13 @@ class SampleIn(SampleBase):
     ref_log_probs: list[Num | None] | None = None
     advantages: list[Num | None] | None = None
     values: list[Num | None] | None = None
+    loss_mask: list[Literal[0, 1]] | None = None
+    turns: list[TurnIn] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _finite(cls, data):
-        return clean_json(data) if isinstance(data, dict) else data
+        return lift_from_extras(clean_json(data)) if isinstance(data, dict) else data
 
 
 class SamplesIngest(SQLModel):
@@ -61,12 +68,19 @@ class Sample(SampleBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False))
     wall_time: float = 0.0
+    # derived from `turns` at ingest (backend/models/trajectory.py `summary`), for the filters
+    num_turns: int | None = None
+    tool_names: str | None = Field(default=None, sa_type=Text)
+    tool_error: bool | None = None
 
 
 class SamplePublic(SampleBase):
     id: int
     run_id: int
     wall_time: float
+    num_turns: int | None = Field(default=None, description="multi-turn: the prompt, each model turn and each "
+                                  "tool answer (the engine's num_turns); null for single-turn answers")
+    tool_error: bool | None = Field(default=None, description="multi-turn: some tool call failed")
 
 
 class SamplesPublic(SQLModel):
@@ -121,6 +135,9 @@ class SampleRow(SQLModel):
     rollout_diff_max: float | None = Field(
         default=None, description="largest |rollout - actor log-prob| over the answer's tokens (a vLLM rollout's "
         "extras.rollout_log_probs against old_log_probs); null when the run logged no rollout log-probs")
+    num_turns: int | None = Field(default=None, description="multi-turn answers: turns, the prompt included")
+    tools: list[str] | None = Field(default=None, description="multi-turn answers: the tools called")
+    tool_error: bool | None = None
 
 
 class SampleRows(SQLModel):

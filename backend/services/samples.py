@@ -5,14 +5,47 @@ import io
 import json
 import math
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import func, literal_column, or_
 from sqlmodel import Session, select
 
 from backend.models import Run, Sample, SampleAnswer, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
+from backend.models.trajectory import summary
 from backend.services.events import add_event, run_channel
 
 FIELDS = [name for name in SampleIn.model_fields]
+DERIVED = ["num_turns", "tool_names", "tool_error"]
+NO_TURNS = summary(None)
+
+
+@dataclass(frozen=True)
+class TurnFilters:
+    """Multi-turn filters: turns (the prompt counts as one), a tool called, any tool error. Single-turn answers
+    have no turns: a turn filter leaves them out, `tool_error=False` and `uses_tool=False` keep them."""
+
+    num_turns: int | None = None
+    min_turns: int | None = None
+    max_turns: int | None = None
+    tool: str | None = None
+    uses_tool: bool | None = None
+    tool_error: bool | None = None
+
+    def apply(self, stmt):
+        if self.num_turns is not None:
+            stmt = stmt.where(Sample.num_turns == self.num_turns)
+        if self.min_turns is not None:
+            stmt = stmt.where(Sample.num_turns >= self.min_turns)
+        if self.max_turns is not None:
+            stmt = stmt.where(Sample.num_turns <= self.max_turns)
+        if self.tool is not None:
+            stmt = stmt.where(Sample.tool_names.contains(f"|{self.tool}|"))
+        if self.uses_tool is not None:
+            stmt = stmt.where(Sample.tool_names.is_not(None) if self.uses_tool else Sample.tool_names.is_(None))
+        if self.tool_error is not None:
+            stmt = stmt.where(Sample.tool_error.is_(True) if self.tool_error
+                              else or_(Sample.tool_error.is_(None), Sample.tool_error.is_(False)))
+        return stmt
 
 
 def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
@@ -24,10 +57,10 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     rows: dict[tuple, dict] = {}
     for s in samples:
         row = s.model_dump()
-        row.update(run_id=run.id, wall_time=now)
+        row.update(run_id=run.id, wall_time=now, **(NO_TURNS if s.turns is None else summary(row["turns"])))
         rows[(s.split, s.step, s.sample_index)] = row
     stmt = insert_for(session, Sample)
-    updated = {name: stmt.excluded[name] for name in FIELDS + ["wall_time"]
+    updated = {name: stmt.excluded[name] for name in FIELDS + DERIVED + ["wall_time"]
                if name not in ("split", "step", "sample_index")}
     stmt = stmt.on_conflict_do_update(index_elements=["run_id", "split", "step", "sample_index"], set_=updated)
     with write_lock(session):
@@ -49,8 +82,11 @@ def steps(*, session: Session, run_id: int) -> list[SampleStep]:
 
 def _filtered(run_id: int, *, steps: list[int] | None = None, split: str | None = None,
               prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
-              text: str | None = None, min_score: float | None = None, max_score: float | None = None):
+              text: str | None = None, min_score: float | None = None, max_score: float | None = None,
+              turns: TurnFilters | None = None):
     stmt = select(Sample).where(Sample.run_id == run_id)
+    if turns is not None:
+        stmt = turns.apply(stmt)
     if steps:
         stmt = stmt.where(Sample.step.in_(steps))
     for column, wanted in ((Sample.split, split), (Sample.prompt_index, prompt_index),
@@ -69,12 +105,13 @@ def _filtered(run_id: int, *, steps: list[int] | None = None, split: str | None 
 def list_samples(*, session: Session, run_id: int, step: int | None = None, split: str | None = None,
                  prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
                  text: str | None = None, min_score: float | None = None, max_score: float | None = None,
-                 order: str = "step", skip: int = 0, limit: int = 100) -> tuple[list[Sample], int]:
+                 order: str = "step", skip: int = 0, limit: int = 100,
+                 turns: TurnFilters | None = None) -> tuple[list[Sample], int]:
     """One page of a run's samples and the number that match. `text`: prompt or response contains;
     `order`: a column, '-' prefix for descending."""
     stmt = _filtered(run_id, steps=None if step is None else [step], split=split, prompt_index=prompt_index,
                      group_uid=group_uid, data_source=data_source, text=text, min_score=min_score,
-                     max_score=max_score)
+                     max_score=max_score, turns=turns)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     column = getattr(Sample, order.removeprefix("-"))
     stmt = stmt.order_by(column.desc() if order.startswith("-") else column.asc(), Sample.sample_index, Sample.id)
@@ -134,16 +171,17 @@ def _max_abs_diff(rollout, actor) -> float | None:
 
 def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
          data_source: str | None = None, text: str | None = None, min_score: float | None = None,
-         max_score: float | None = None, limit: int) -> tuple[list[SampleRow], int]:
+         max_score: float | None = None, limit: int, turns: TurnFilters | None = None) -> tuple[list[SampleRow], int]:
     """A run's samples (filtered) as table rows: no prompt, no per-token arrays; the mean advantage, the
     length and the rollout/actor gap are computed here so the browser never downloads the arrays. On SQLite
     the database reduces the arrays itself (json_each), so 4,096 answers of 256 tokens are not decoded in
     Python; only rows that carry rollout log-probs are."""
     stmt = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
-                     max_score=max_score)
+                     max_score=max_score, turns=turns)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     head = (Sample.id, Sample.step, Sample.split, Sample.sample_index, Sample.prompt_index, Sample.group_uid,
-            Sample.data_source, Sample.score, func.substr(Sample.response, 1, 2000), func.length(Sample.response))
+            Sample.data_source, Sample.score, func.substr(Sample.response, 1, 2000), func.length(Sample.response),
+            Sample.num_turns, Sample.tool_names, Sample.tool_error)
     order = (Sample.step, Sample.split, Sample.sample_index, Sample.id)
     out: list[SampleRow] = []
     if session.get_bind().dialect.name == "sqlite":
@@ -152,20 +190,20 @@ def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split
                    literal_column(f"json_array_length({t}.tokens)"),
                    literal_column(f"json_type({t}.extras, '$.rollout_log_probs') = 'array'"))
         result = session.execute(stmt.with_only_columns(*head, *reduced).order_by(*order).limit(limit)).all()
-        with_rollout = [r[0] for r in result if r[12]]
+        with_rollout = [r[0] for r in result if r[15]]
         gaps = {}
         for i in range(0, len(with_rollout), 500):
             for sid, extras, actor in session.execute(select(Sample.id, Sample.extras, Sample.old_log_probs)
                                                       .where(Sample.id.in_(with_rollout[i:i + 500]))).all():
                 gaps[sid] = _max_abs_diff((extras or {}).get("rollout_log_probs"), actor)
         for r in result:
-            out.append(_row(r, advantage=r[10], length=r[11], gap=gaps.get(r[0])))
+            out.append(_row(r, advantage=r[13], length=r[14], gap=gaps.get(r[0])))
         return out, count
     result = session.execute(stmt.with_only_columns(*head, Sample.advantages, Sample.tokens, Sample.old_log_probs,
                                                     Sample.extras).order_by(*order).limit(limit)).all()
     for r in result:
-        out.append(_row(r, advantage=_mean(r[10]), length=len(r[11]) if r[11] else None,
-                        gap=_max_abs_diff((r[13] or {}).get("rollout_log_probs"), r[12])))
+        out.append(_row(r, advantage=_mean(r[13]), length=len(r[14]) if r[14] else None,
+                        gap=_max_abs_diff((r[16] or {}).get("rollout_log_probs"), r[15])))
     return out, count
 
 
@@ -173,7 +211,8 @@ def _row(r, *, advantage, length, gap) -> SampleRow:
     return SampleRow(id=r[0], step=r[1], split=r[2], sample_index=r[3], prompt_index=r[4], group_uid=r[5],
                      data_source=r[6], score=r[7], advantage=advantage,
                      length=length if length else (r[9] or 0), first_line=_first_line(r[8]),
-                     rollout_diff_max=gap)
+                     rollout_diff_max=gap, num_turns=r[10], tools=r[11].strip("|").split("|") if r[11] else None,
+                     tool_error=r[12])
 
 
 def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
@@ -197,17 +236,18 @@ def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_
 
 EXPORT_COLUMNS = ["id", "step", "split", "sample_index", "prompt_index", "group_uid", "data_source", "prompt",
                   "response", "score", "reward", "ground_truth", "tokens", "old_log_probs", "ref_log_probs",
-                  "advantages", "values", "extras", "wall_time"]
-ARRAY_COLUMNS = {"tokens", "old_log_probs", "ref_log_probs", "advantages", "values", "extras"}
+                  "advantages", "values", "extras", "wall_time", "num_turns", "tool_error", "turns", "loss_mask"]
+ARRAY_COLUMNS = {"tokens", "old_log_probs", "ref_log_probs", "advantages", "values", "extras", "turns", "loss_mask"}
 
 
 def export(*, session: Session, run_id: int, fmt: str, steps: list[int] | None = None, split: str | None = None,
            prompt_index: int | None = None, data_source: str | None = None, text: str | None = None,
-           min_score: float | None = None, max_score: float | None = None) -> bytes:
+           min_score: float | None = None, max_score: float | None = None,
+           turns: TurnFilters | None = None) -> bytes:
     """The filtered samples as a file: `jsonl` keeps arrays and extras as JSON values; `csv` writes them as JSON
     text in their cells; `parquet` keeps the per-token arrays as list columns and extras as JSON text."""
     sub = _filtered(run_id, steps=steps, split=split, prompt_index=prompt_index, data_source=data_source, text=text,
-                    min_score=min_score, max_score=max_score).subquery()
+                    min_score=min_score, max_score=max_score, turns=turns).subquery()
     query = select(*[sub.c[c] for c in EXPORT_COLUMNS]).order_by(sub.c.step, sub.c.split, sub.c.sample_index)
     records = [dict(zip(EXPORT_COLUMNS, r)) for r in session.execute(query).all()]
     if fmt == "jsonl":
@@ -219,7 +259,8 @@ def export(*, session: Session, run_id: int, fmt: str, steps: list[int] | None =
         for column in ARRAY_COLUMNS:
             frame[column] = [None if v is None else json.dumps(v) for v in frame[column]]
         return frame.to_csv(index=False).encode()
-    frame["extras"] = [None if v is None else json.dumps(v) for v in frame["extras"]]
+    for column in ("extras", "turns"):  # nested objects: JSON text (parquet list columns hold plain values)
+        frame[column] = [None if v is None else json.dumps(v) for v in frame[column]]
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     return buffer.getvalue()

@@ -39,6 +39,8 @@ from engine.loggers.base import Logger
 SAMPLE_FIELDS = ("step", "split", "sample_index", "prompt_index", "group_uid", "prompt", "response", "score",
                  "reward", "ground_truth", "data_source")
 TOKEN_ARRAYS = ("tokens", "old_log_probs", "ref_log_probs", "advantages", "values")
+# multi-turn rollouts: the conversation and which tokens the loss saw (the server derives the turn count)
+TRAJECTORY = ("turns", "loss_mask")
 RETRYABLE = {408, 429}
 
 
@@ -290,14 +292,15 @@ class DashboardLogger(Logger):
                 value = _plain(sample[name])
                 out[name] = value if name not in ("group_uid", "ground_truth", "data_source") or value is None \
                     else str(value)
-        for name in TOKEN_ARRAYS:
+        for name in TOKEN_ARRAYS + TRAJECTORY:
             if sample.get(name) is not None:
                 out[name] = _plain(sample[name])
         if "prompt" in out and out["prompt"] is None:
             out["prompt"] = ""
         if "response" in out and out["response"] is None:
             out["response"] = ""
-        extras = {k: v for k, v in sample.items() if k not in SAMPLE_FIELDS and k not in TOKEN_ARRAYS}
+        skip = set(SAMPLE_FIELDS) | set(TOKEN_ARRAYS) | set(TRAJECTORY) | ({"num_turns"} if "turns" in out else set())
+        extras = {k: v for k, v in sample.items() if k not in skip}
         out["extras"] = _plain(extras)
         return out
 

@@ -3,7 +3,7 @@
 Fields: step, split, prompt_index, group_uid, prompt, response, score, reward, ground_truth,
 data_source, and per-token arrays over the response's valid tokens: tokens, old_log_probs,
 ref_log_probs, advantages, values (each present when the step computed it). Multi-turn rollouts add `turns`
-(role, token span [start, end), tool, arguments, error, latency per segment), `num_turns` and `loss_mask` (1 on
+(role, token span [start, end), text, tool, arguments, error, latency per segment), `num_turns` and `loss_mask` (1 on
 the model's tokens, 0 on tool tokens); their token arrays run over the whole trajectory. Extra reward outputs
 (a custom reward function's dict keys) are added as further fields.
 """
@@ -78,6 +78,9 @@ def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts
         }
         if multi_turn:
             record["turns"] = _json_safe(batch["turns"][i])
+            for turn in record["turns"]:  # each turn's text, decoded from its own tokens (as the model saw them)
+                turn["text"] = tokenizer.decode(responses[i, turn["start"]:turn["end"]].tolist(),
+                                                skip_special_tokens=False)
             record["num_turns"] = 1 + len(batch["turns"][i])
         if token_level:
             record["tokens"] = token_strings(tokenizer, responses[i, :n].tolist())

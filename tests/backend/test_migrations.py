@@ -1,6 +1,7 @@
 """Alembic from an empty database: upgrade head, downgrade base, again; and the models match head."""
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -80,3 +81,31 @@ def test_metric_buckets_backfilled_on_upgrade(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM metric_bucket WHERE level = 4").fetchone()[0] == 2 * 63
     alembic(db, "downgrade", "0001")
     assert "metric_bucket" not in tables(db)
+
+
+def test_sample_turns_lifted_from_extras_on_upgrade(tmp_path):
+    """0003 adds the turn columns and fills them from the extras, where an earlier dashboard logger put them."""
+    from tests.trajectory_samples import multi_turn_samples
+
+    record = multi_turn_samples()[1]  # the call the calculator refused
+    db = tmp_path / "m.db"
+    alembic(db, "upgrade", "0002")
+    extras = {"turns": record["turns"], "num_turns": 4, "loss_mask": record["loss_mask"], "acc": 0}
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO experiment (id, name, created_at) VALUES (1, 'e', '2026-01-01')")
+        conn.execute("INSERT INTO run (id, name, tags, notes, experiment_id, status, source, config, resolved_config, "
+                     "created_at, ingest_token_hash, run_dir) VALUES (1, 'r', '[]', '', 1, 'succeeded', 'external', "
+                     "'{}', '{}', '2026-01-01', 'x', '/tmp')")
+        for i, ex in enumerate((extras, {"acc": 1})):
+            conn.execute("INSERT INTO sample (id, run_id, step, split, sample_index, prompt, response, tokens, extras, "
+                         "wall_time) VALUES (?, 1, 1, 'train', ?, '', '', ?, ?, 0)",
+                         (i + 1, i, json.dumps(record["tokens"]), json.dumps(ex)))
+    alembic(db, "upgrade", "head")
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT num_turns, tool_names, tool_error, extras, turns, loss_mask FROM sample "
+                            "ORDER BY id").fetchall()
+    (turns_n, names, error, extras_after, turns, mask), single = rows
+    assert (turns_n, names, error, json.loads(extras_after)) == (4, "|calculator|", 1, {"acc": 0})
+    assert json.loads(turns)[1]["error_message"] == "division by zero" and json.loads(mask) == record["loss_mask"]
+    assert single == (None, None, None, '{"acc": 1}', None, None)
+    alembic(db, "downgrade", "0002")

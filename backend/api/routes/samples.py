@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
 from backend.api.fast_json import FastJSONRoute
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
-from backend.api.errors import ErrorMessage
+from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import (
     IngestResult,
     Sample,
@@ -26,6 +26,27 @@ ingest_router = APIRouter(tags=["samples"], route_class=FastJSONRoute)  # authen
 
 Order = Literal["step", "-step", "score", "-score", "prompt_index", "id"]
 Split = Literal["train", "val"]
+Turns = Annotated[int | None, Query(ge=1, le=100_000)]
+
+
+def turn_filters(
+        num_turns: Annotated[int | None, Query(ge=1, le=100_000, description=(
+            "multi-turn answers with exactly this many turns (the prompt, each model turn, each tool answer)"))] = None,
+        min_turns: Turns = None, max_turns: Turns = None,
+        tool: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$",
+                                          description="answers that called this tool (its name)")] = None,
+        uses_tool: Annotated[bool | None, Query(description="answers that called some tool (true) / none (false)")]
+        = None,
+        tool_error: Annotated[bool | None, Query(description="answers with a failed tool call (true) / without "
+                                                             "(false)")] = None) -> samples.TurnFilters:
+    if min_turns is not None and max_turns is not None and min_turns > max_turns:
+        raise unprocessable(["query", "max_turns"], f"max_turns ({max_turns}) is below min_turns ({min_turns}); "
+                            "use max_turns >= min_turns")
+    return samples.TurnFilters(num_turns=num_turns, min_turns=min_turns, max_turns=max_turns, tool=tool,
+                               uses_tool=uses_tool, tool_error=tool_error)
+
+
+TurnFiltersDep = Annotated[samples.TurnFilters, Depends(turn_filters)]
 
 
 @ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult, dependencies=[Depends(check_body_size)],
@@ -41,7 +62,7 @@ def ingest_samples(run: IngestRunDep, session: SessionDep, settings: SettingsDep
 
 
 @router.get("/runs/{run_id}/samples", response_model=SamplesPublic)
-def list_samples(session: SessionDep, run_id: int,
+def list_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep,
                  step: int | None = None, split: Split | None = None,
                  prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
                  q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")] = None,
@@ -52,7 +73,7 @@ def list_samples(session: SessionDep, run_id: int,
     rows, count = samples.list_samples(session=session, run_id=run_id, step=step, split=split,
                                        prompt_index=prompt_index, group_uid=group_uid, data_source=data_source,
                                        text=q, min_score=min_score, max_score=max_score, order=order, skip=skip,
-                                       limit=limit)
+                                       limit=limit, turns=turns)
     return SamplesPublic(data=[SamplePublic.model_validate(s) for s in rows], count=count)
 
 
@@ -66,7 +87,7 @@ def list_sample_steps(session: SessionDep, run_id: int):
 
 @router.get("/runs/{run_id}/samples/export", responses={200: {"content": {
     "application/x-ndjson": {}, "text/csv": {}, "application/vnd.apache.parquet": {}}}})
-def export_samples(session: SessionDep, run_id: int, format: Literal["jsonl", "csv", "parquet"] = "jsonl",
+def export_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep, format: Literal["jsonl", "csv", "parquet"] = "jsonl",
                    step: Annotated[list[int] | None, Query(max_length=1000)] = None, split: Split | None = None,
                    prompt_index: int | None = None, data_source: str | None = None,
                    q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")]
@@ -76,14 +97,14 @@ def export_samples(session: SessionDep, run_id: int, format: Literal["jsonl", "c
     run = get_run_or_404(session, run_id)
     body = samples.export(session=session, run_id=run_id, fmt=format, steps=step, split=split,
                           prompt_index=prompt_index, data_source=data_source, text=q, min_score=min_score,
-                          max_score=max_score)
+                          max_score=max_score, turns=turns)
     media = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}[format]
     return Response(body, media_type=media,
                     headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.{format}"'})
 
 
 @router.get("/runs/{run_id}/samples/rows", response_model=SampleRows)
-def list_sample_rows(session: SessionDep, run_id: int,
+def list_sample_rows(session: SessionDep, run_id: int, turns: TurnFiltersDep,
                      step: Annotated[list[int] | None, Query(max_length=1000)] = None,
                      split: Split | None = None, data_source: str | None = None,
                      q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")]
@@ -94,7 +115,7 @@ def list_sample_rows(session: SessionDep, run_id: int,
     arrays): the dense samples table and the "What changed" comparison of validations."""
     get_run_or_404(session, run_id)
     data, count = samples.rows(session=session, run_id=run_id, steps=step, split=split, data_source=data_source,
-                               text=q, min_score=min_score, max_score=max_score, limit=limit)
+                               text=q, min_score=min_score, max_score=max_score, limit=limit, turns=turns)
     return SampleRows(data=data, count=count)
 
 

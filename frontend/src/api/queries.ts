@@ -110,6 +110,11 @@ export interface SampleQuery {
   skip?: number;
   limit?: number;
   order?: "step" | "-step" | "score" | "-score" | "prompt_index" | "id";
+  // multi-turn samples (lib/conversation.ts turnQuery)
+  num_turns?: number;
+  tool?: string;
+  uses_tool?: boolean;
+  tool_error?: boolean;
 }
 
 export function useSamples(runId: number | null, params: SampleQuery, enabled = true) {
@@ -175,6 +180,10 @@ export interface SampleRowQuery {
   max_score?: number;
   data_source?: string;
   limit?: number;
+  num_turns?: number;
+  tool?: string;
+  uses_tool?: boolean;
+  tool_error?: boolean;
 }
 
 /** Answers as light rows (no prompt, no per-token arrays): the dense table and "What changed". */
@@ -237,8 +246,9 @@ export const downloads = {
     save(await unwrap(sdk.exportMetrics({ path: { run_id: runId }, query: { format }, parseAs: "blob" })) as Blob,
       `run-${runId}-metrics.${format}`),
   samples: async (runId: number, format: SampleExportFormat, filters: SampleQuery) => {
-    const { step, split, q, min_score, max_score, data_source, prompt_index } = filters;
-    const query = { format, split, q, min_score, max_score, data_source, prompt_index, ...(step !== undefined ? { step: [step] } : {}) };
+    const { step, split, q, min_score, max_score, data_source, prompt_index, num_turns, tool, uses_tool, tool_error } = filters;
+    const query = { format, split, q, min_score, max_score, data_source, prompt_index, num_turns, tool, uses_tool, tool_error,
+      ...(step !== undefined ? { step: [step] } : {}) };
     save(await unwrap(sdk.exportSamples({ path: { run_id: runId }, query, parseAs: "blob" })) as Blob,
       `run-${runId}-samples${step !== undefined ? `-step-${step}` : ""}.${format}`);
   },

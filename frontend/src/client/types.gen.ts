@@ -930,6 +930,14 @@ export type SampleIn = {
     extras?: {
         [key: string]: unknown;
     };
+    /**
+     * Turns
+     */
+    turns?: Array<TurnIn> | null;
+    /**
+     * Loss Mask
+     */
+    loss_mask?: Array<0 | 1> | null;
 };
 
 /**
@@ -1007,6 +1015,14 @@ export type SamplePublic = {
         [key: string]: unknown;
     };
     /**
+     * Turns
+     */
+    turns?: Array<Turn> | null;
+    /**
+     * Loss Mask
+     */
+    loss_mask?: Array<number> | null;
+    /**
      * Id
      */
     id: number;
@@ -1018,6 +1034,18 @@ export type SamplePublic = {
      * Wall Time
      */
     wall_time: number;
+    /**
+     * Num Turns
+     *
+     * multi-turn: the prompt, each model turn and each tool answer (the engine's num_turns); null for single-turn answers
+     */
+    num_turns?: number | null;
+    /**
+     * Tool Error
+     *
+     * multi-turn: some tool call failed
+     */
+    tool_error?: boolean | null;
 };
 
 /**
@@ -1082,6 +1110,22 @@ export type SampleRow = {
      * largest |rollout - actor log-prob| over the answer's tokens (a vLLM rollout's extras.rollout_log_probs against old_log_probs); null when the run logged no rollout log-probs
      */
     rollout_diff_max?: number | null;
+    /**
+     * Num Turns
+     *
+     * multi-turn answers: turns, the prompt included
+     */
+    num_turns?: number | null;
+    /**
+     * Tools
+     *
+     * multi-turn answers: the tools called
+     */
+    tools?: Array<string> | null;
+    /**
+     * Tool Error
+     */
+    tool_error?: boolean | null;
 };
 
 /**
@@ -1198,6 +1242,148 @@ export type StepOverlaps = {
      * Data
      */
     data: Array<StepOverlap>;
+};
+
+/**
+ * ToolCall
+ */
+export type ToolCall = {
+    /**
+     * Name
+     *
+     * null: the call could not be read
+     */
+    name?: string | null;
+    /**
+     * Arguments
+     */
+    arguments?: unknown;
+};
+
+/**
+ * Turn
+ */
+export type Turn = {
+    /**
+     * Role
+     */
+    role: 'model' | 'tool';
+    /**
+     * Start
+     *
+     * first token of the turn in `tokens`
+     */
+    start?: number | null;
+    /**
+     * End
+     *
+     * one past its last token
+     */
+    end?: number | null;
+    /**
+     * Text
+     *
+     * model: what the model wrote; tool: the answer as the model saw it
+     */
+    text?: string;
+    /**
+     * Tool Calls
+     *
+     * model turns: the calls it made
+     */
+    tool_calls?: Array<ToolCall>;
+    /**
+     * Tool
+     *
+     * tool turns: which tool answered
+     */
+    tool?: string | null;
+    /**
+     * Error
+     *
+     * tool turns: the call failed or timed out
+     */
+    error?: boolean;
+    /**
+     * Error Message
+     */
+    error_message?: string | null;
+    /**
+     * Latency S
+     */
+    latency_s?: number | null;
+    /**
+     * Reward
+     */
+    reward?: number | null;
+};
+
+/**
+ * TurnIn
+ *
+ * What ingest takes: a stored turn, or the engine's record (engine/rollout/trajectory.py `turns_record`:
+ * role 'assistant', the error as the message the model got, the calls' tool names and arguments on the tool
+ * turn that answered them); both are stored as `Turn`.
+ */
+export type TurnIn = {
+    /**
+     * Role
+     */
+    role: 'model' | 'assistant' | 'tool';
+    /**
+     * Start
+     *
+     * first token of the turn in `tokens`
+     */
+    start?: number | null;
+    /**
+     * End
+     *
+     * one past its last token
+     */
+    end?: number | null;
+    /**
+     * Text
+     *
+     * null: the text of the turn's tokens
+     */
+    text?: string | null;
+    /**
+     * Tool Calls
+     *
+     * model turns: the calls it made
+     */
+    tool_calls?: Array<ToolCall>;
+    /**
+     * Tool
+     *
+     * tool turns: which tool(s) answered
+     */
+    tool?: string | Array<string | null> | null;
+    /**
+     * Error
+     *
+     * true / the error message: the call failed
+     */
+    error?: boolean | string | null;
+    /**
+     * Error Message
+     */
+    error_message?: string | null;
+    /**
+     * Latency S
+     */
+    latency_s?: number | null;
+    /**
+     * Reward
+     */
+    reward?: number | null;
+    /**
+     * Arguments
+     *
+     * engine form: the arguments of the call(s)
+     */
+    arguments?: unknown;
 };
 
 /**
@@ -2741,6 +2927,38 @@ export type ListSamplesData = {
          * Limit
          */
         limit?: number;
+        /**
+         * Num Turns
+         *
+         * multi-turn answers with exactly this many turns (the prompt, each model turn, each tool answer)
+         */
+        num_turns?: number | null;
+        /**
+         * Min Turns
+         */
+        min_turns?: number | null;
+        /**
+         * Max Turns
+         */
+        max_turns?: number | null;
+        /**
+         * Tool
+         *
+         * answers that called this tool (its name)
+         */
+        tool?: string | null;
+        /**
+         * Uses Tool
+         *
+         * answers that called some tool (true) / none (false)
+         */
+        uses_tool?: boolean | null;
+        /**
+         * Tool Error
+         *
+         * answers with a failed tool call (true) / without (false)
+         */
+        tool_error?: boolean | null;
     };
     url: '/api/v1/runs/{run_id}/samples';
 };
@@ -2918,6 +3136,38 @@ export type ExportSamplesData = {
          * Max Score
          */
         max_score?: number | null;
+        /**
+         * Num Turns
+         *
+         * multi-turn answers with exactly this many turns (the prompt, each model turn, each tool answer)
+         */
+        num_turns?: number | null;
+        /**
+         * Min Turns
+         */
+        min_turns?: number | null;
+        /**
+         * Max Turns
+         */
+        max_turns?: number | null;
+        /**
+         * Tool
+         *
+         * answers that called this tool (its name)
+         */
+        tool?: string | null;
+        /**
+         * Uses Tool
+         *
+         * answers that called some tool (true) / none (false)
+         */
+        uses_tool?: boolean | null;
+        /**
+         * Tool Error
+         *
+         * answers with a failed tool call (true) / without (false)
+         */
+        tool_error?: boolean | null;
     };
     url: '/api/v1/runs/{run_id}/samples/export';
 };
@@ -2993,6 +3243,38 @@ export type ListSampleRowsData = {
          * Limit
          */
         limit?: number;
+        /**
+         * Num Turns
+         *
+         * multi-turn answers with exactly this many turns (the prompt, each model turn, each tool answer)
+         */
+        num_turns?: number | null;
+        /**
+         * Min Turns
+         */
+        min_turns?: number | null;
+        /**
+         * Max Turns
+         */
+        max_turns?: number | null;
+        /**
+         * Tool
+         *
+         * answers that called this tool (its name)
+         */
+        tool?: string | null;
+        /**
+         * Uses Tool
+         *
+         * answers that called some tool (true) / none (false)
+         */
+        uses_tool?: boolean | null;
+        /**
+         * Tool Error
+         *
+         * answers with a failed tool call (true) / without (false)
+         */
+        tool_error?: boolean | null;
     };
     url: '/api/v1/runs/{run_id}/samples/rows';
 };

@@ -1,9 +1,11 @@
 import { useState } from "react";
 import type { SamplePublic } from "../client/types.gen";
 import { degenerateReason } from "../lib/alarms";
+import { isTrajectory, summarize } from "../lib/conversation";
 import { fmtNum } from "../lib/format";
 import { MISMATCH_THRESHOLD, mismatchSummary } from "../lib/tokenMismatch";
 import { ScoreBadge } from "./Badges";
+import { Conversation } from "./Conversation";
 import { ModelText } from "./Text";
 import { TokenView, type Shade } from "./TokenView";
 
@@ -19,6 +21,7 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
   const degenerate = degenerateReason(sample);
   const adv = meanAdvantage(sample);
   const mismatch = mismatchSummary(sample);
+  const multi = isTrajectory(sample) ? summarize(sample.turns!) : null;
   return (
     <article className={`card sample-card ${compact ? "compact" : ""}`} data-sample-id={sample.id}>
       <header className="sample-head">
@@ -31,6 +34,9 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
             max |Δ rollout| {fmtNum(mismatch.maxAbs, 3)} · {mismatch.over} token{mismatch.over === 1 ? "" : "s"} &gt; {MISMATCH_THRESHOLD}
           </span>
         )}
+        {multi && <span className="badge neutral" data-turns={multi.turns}
+          title="conversation turns: the prompt, each model turn, each tool answer">{multi.turns} turns · {multi.calls} tool call{multi.calls === 1 ? "" : "s"}{multi.tools.length ? ` (${multi.tools.join(", ")})` : ""}</span>}
+        {multi && multi.errors > 0 && <span className="badge alarm-warning" data-tool-errors={multi.errors}>{multi.errors} tool error{multi.errors === 1 ? "" : "s"}</span>}
         <span className="muted small">prompt #{sample.prompt_index ?? "—"} · {sample.data_source ?? "?"} · step {sample.step}{sample.split === "val" ? " · val" : ""}</span>
         {(sample.tokens?.length ?? 0) > 0 && (
           <button type="button" className="link-button" aria-pressed={tokens} onClick={() => setTokens((t) => !t)}>
@@ -45,7 +51,7 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
         </details>
       )}
       <div className="response">
-        {tokens ? <TokenView sample={sample} shade={shade} /> : <ModelText text={sample.response} />}
+        {tokens ? <TokenView sample={sample} shade={shade} /> : multi ? <Conversation sample={sample} /> : <ModelText text={sample.response} />}
       </div>
       {sample.ground_truth !== null && sample.ground_truth !== undefined && (
         <div className="ground-truth small"><span className="muted">ground truth:</span> <span className="mono">{sample.ground_truth}</span></div>

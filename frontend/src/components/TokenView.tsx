@@ -1,9 +1,11 @@
 /**
  * A response's tokens shaded by log-prob, KL to the reference (old − ref log-prob, per token), advantage, the
  * rollout − actor log-prob gap or the importance weight (runs with a separate rollout, e.g. vLLM), with a
- * legend and each token's values on hover (title) and focus.
+ * legend and each token's values on hover (title) and focus. Multi-turn samples: tokens the loss did not see
+ * (tool answers: context) are marked apart from the model's (loss_mask), and each turn starts a little apart.
  */
 import type { SamplePublic } from "../client/types.gen";
+import { lossSaw, tokenTurns } from "../lib/conversation";
 import { fmtNum } from "../lib/format";
 import { importanceWeights, logProbGap, rolloutLogProbs } from "../lib/tokenMismatch";
 
@@ -61,6 +63,8 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
   const gap = logProbGap(sample);
   const weights = importanceWeights(sample);
   const kl = tokenValues(sample, "kl");
+  const masked = Array.isArray(sample.loss_mask);
+  const turnOf = sample.turns ? tokenTurns(sample.turns, tokens.length) : null;
   return (
     <div className="token-view">
       <div className="token-legend" aria-label="legend">
@@ -68,6 +72,12 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
         <span className={`legend-bar legend-${shade === "logprob" ? "logprob" : "kl"}`} aria-hidden />
         <span>{legend[1]}</span>
         {!finite.length && <span className="muted"> (no values for this shading)</span>}
+        {masked && (
+          <span className="loss-legend">
+            <span className="token" data-loss="1">abc</span> the model's tokens (in the loss)
+            <span className="token context" data-loss="0">abc</span> context: tool answers (not in the loss)
+          </span>
+        )}
       </div>
       <div className="tokens model-text">
         {tokens.map((tok, i) => {
@@ -79,9 +89,13 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
             `advantage ${fmtNum(sample.advantages?.[i] ?? null)}`,
             rollout ? `rollout log-prob ${fmtNum(rollout[i] ?? null)} (rollout − actor ${fmtNum(gap?.[i] ?? null)}, weight ${fmtNum(weights?.[i] ?? null)})` : "",
             sample.values ? `value ${fmtNum(sample.values[i] ?? null)}` : "",
+            masked ? (lossSaw(sample, i) ? "in the loss (the model's token)" : "context: not in the loss (a tool answer)") : "",
           ].filter(Boolean).join("\n");
-          return <span key={i} className="token" tabIndex={0} title={tip} data-value={values[i] ?? ""}
-            style={{ background: color(shade, values[i], scale) }}>{tok}</span>;
+          const saw = masked ? lossSaw(sample, i) : null;
+          const starts = turnOf !== null && i > 0 && turnOf[i] !== turnOf[i - 1];
+          return <span key={i} className={`token${saw === false ? " context" : ""}${starts ? " turn-start" : ""}`} tabIndex={0} title={tip}
+            data-value={values[i] ?? ""} data-loss={saw === null ? undefined : saw ? "1" : "0"}
+            style={{ background: saw === false ? "transparent" : color(shade, values[i], scale) }}>{tok}</span>;
         })}
       </div>
     </div>

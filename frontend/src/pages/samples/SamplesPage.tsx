@@ -1,7 +1,8 @@
 /**
- * Samples of one run: a step slider, filters (score, data source, text), a list view, a GRPO group view
+ * Samples of one run: a step slider, filters (score, data source, text; turns, tool, tool error for multi-turn
+ * runs), a list view, a GRPO group view
  * (the n answers to one prompt with the numbers the algorithm used), a dense virtualised table, and per-answer
- * token shading. While the run trains the page follows it (the newest step appears as it arrives) until the
+ * token shading (multi-turn answers read as conversations; the token view marks what the loss saw). While the run trains the page follows it (the newest step appears as it arrives) until the
  * user pauses or picks a step. All choices live in the URL.
  */
 import { useQueryClient } from "@tanstack/react-query";
@@ -15,6 +16,7 @@ import { PageTitle } from "../../components/Layout";
 import { SampleCard } from "../../components/SampleCard";
 import { Empty, ErrorBox, Loading, QueryState } from "../../components/States";
 import { SHADES, type Shade } from "../../components/TokenView";
+import { isTrajectory, summarize, turnQuery } from "../../lib/conversation";
 import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
@@ -45,6 +47,7 @@ export function SamplesPage() {
   if (params.get("min")) filters.min_score = Number(params.get("min"));
   if (params.get("max")) filters.max_score = Number(params.get("max"));
   if (params.get("source")) filters.data_source = params.get("source")!;
+  Object.assign(filters, turnQuery(params));
   const query: SampleQuery = { ...filters, limit: PAGE, skip: page * PAGE, order: "prompt_index",
     ...(prompt !== null && Number.isFinite(prompt) ? { prompt_index: prompt } : {}) };
   const samples = useSamples(runId, query, step !== null && view !== "table");
@@ -87,6 +90,11 @@ export function SamplesPage() {
   const degenerateGroups = groups.filter((g) => g.degenerate).length;
   const rule = advantageRule(run.data?.resolved_config as Record<string, unknown> | undefined);
   const sort = parseSort(params.get("sort"));
+  // the turn / tool filters: for runs with multi-turn rollouts (or when one is set in the URL)
+  const multiTurn = Boolean((run.data?.resolved_config as { actor_rollout_ref?: { rollout?: { multi_turn?: { enable?: boolean } } } } | undefined)
+    ?.actor_rollout_ref?.rollout?.multi_turn?.enable) || data.some(isTrajectory) || ["turns", "tool", "tool_error"].some((k) => params.get(k));
+  const toolNames = useMemo(() => [...new Set([...data.filter(isTrajectory).flatMap((s) => summarize(s.turns!).tools),
+    ...(params.get("tool") && !["*", "-"].includes(params.get("tool")!) ? [params.get("tool")!] : [])])], [data, params]);
 
   return (
     <div className="stack">
@@ -144,6 +152,22 @@ export function SamplesPage() {
                 <option value="">any data source</option>
                 {[...new Set([...sources, params.get("source") ?? ""])].filter(Boolean).map((s) => <option key={s} value={s}>{s}</option>)}
               </select>
+              {multiTurn && <>
+                <label>turns <input type="number" min={1} step={1} style={{ width: 64 }} aria-label="number of turns"
+                  title="conversation turns: the prompt, each model turn, each tool answer" defaultValue={params.get("turns") ?? ""}
+                  onChange={(e) => set({ turns: e.target.value })} /></label>
+                <select aria-label="tool used" value={params.get("tool") ?? ""} onChange={(e) => set({ tool: e.target.value })}>
+                  <option value="">any or no tool</option>
+                  <option value="*">used a tool</option>
+                  <option value="-">used no tool</option>
+                  {toolNames.map((t) => <option key={t} value={t}>used {t}</option>)}
+                </select>
+                <select aria-label="tool error" value={params.get("tool_error") ?? ""} onChange={(e) => set({ tool_error: e.target.value })}>
+                  <option value="">with or without tool errors</option>
+                  <option value="1">with a tool error</option>
+                  <option value="0">without tool errors</option>
+                </select>
+              </>}
               <div className="segmented" role="group" aria-label="view">
                 <button type="button" aria-pressed={view === "list"} onClick={() => set({ view: null })}>list</button>
                 <button type="button" aria-pressed={view === "groups"} onClick={() => set({ view: "groups" })}>groups</button>

@@ -11,7 +11,9 @@ import type { SamplePublic } from "../../client/types.gen";
 import { ScoreBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
+import { Conversation } from "../../components/Conversation";
 import { DiffText, ModelText } from "../../components/Text";
+import { isTrajectory } from "../../lib/conversation";
 import { pairFor, type Pairing } from "../../lib/pairSteps";
 import { side, wordDiff } from "../../lib/wordDiff";
 
@@ -168,19 +170,21 @@ export function SideBySidePage() {
                 {Array.from({ length: rows }, (_, i) => {
                   const l = left[i];
                   const r = right[i];
-                  const parts = l && r ? wordDiff(l.response ?? "", r.response ?? "") : null;
+                  // trajectories read as conversations on both sides (a word diff across turns would mix them)
+                  const talk = (l && isTrajectory(l)) || (r && isTrajectory(r));
+                  const parts = l && r && !talk ? wordDiff(l.response ?? "", r.response ?? "") : null;
                   return (
                     <div key={i} className="sbs-row" data-row={i}>
                       <div className="card sample-card compact">
                         {l ? <>
                           <div className="sample-head"><ScoreBadge score={l.score} /><span className="small muted">answer {i + 1}</span></div>
-                          {parts ? <DiffText parts={side(parts, "left")} /> : <ModelText text={l.response} />}
+                          {isTrajectory(l) ? <Conversation sample={l} /> : parts ? <DiffText parts={side(parts, "left")} /> : <ModelText text={l.response} />}
                         </> : <span className="muted">—</span>}
                       </div>
                       <div className="card sample-card compact">
                         {r ? <>
                           <div className="sample-head"><ScoreBadge score={r.score} /><span className="small muted">answer {i + 1}</span></div>
-                          {parts ? <DiffText parts={side(parts, "right")} /> : <ModelText text={r.response} />}
+                          {isTrajectory(r) ? <Conversation sample={r} /> : parts ? <DiffText parts={side(parts, "right")} /> : <ModelText text={r.response} />}
                         </> : <span className="muted">—</span>}
                       </div>
                     </div>
