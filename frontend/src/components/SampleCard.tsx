@@ -10,7 +10,8 @@ import { ModelText } from "./Text";
 import { TokenView, type Shade } from "./TokenView";
 
 export function meanAdvantage(s: SamplePublic): number | null {
-  const a = (s.advantages ?? []).filter((v): v is number => v !== null && Number.isFinite(v));
+  // multi-turn: over the model's tokens only (tool answers carry no advantage)
+  const a = (s.advantages ?? []).filter((v, i): v is number => v !== null && Number.isFinite(v) && (!s.loss_mask || s.loss_mask[i] === 1));
   return a.length ? a.reduce((x, y) => x + y, 0) / a.length : null;
 }
 

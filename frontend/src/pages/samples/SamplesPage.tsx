@@ -6,7 +6,7 @@
  * user pauses or picks a step. All choices live in the URL.
  */
 import { useQueryClient } from "@tanstack/react-query";
-import { useMemo } from "react";
+import { useEffect, useMemo, useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
 import { downloads, isActive, qk, useRun, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
@@ -93,8 +93,14 @@ export function SamplesPage() {
   // the turn / tool filters: for runs with multi-turn rollouts (or when one is set in the URL)
   const multiTurn = Boolean((run.data?.resolved_config as { actor_rollout_ref?: { rollout?: { multi_turn?: { enable?: boolean } } } } | undefined)
     ?.actor_rollout_ref?.rollout?.multi_turn?.enable) || data.some(isTrajectory) || ["turns", "tool", "tool_error"].some((k) => params.get(k));
-  const toolNames = useMemo(() => [...new Set([...data.filter(isTrajectory).flatMap((s) => summarize(s.turns!).tools),
+  // the tools seen on this page so far (a filtered page may show none of them)
+  const [seenTools, setSeenTools] = useState<string[]>([]);
+  const pageTools = useMemo(() => [...new Set([...data.filter(isTrajectory).flatMap((s) => summarize(s.turns!).tools),
     ...(params.get("tool") && !["*", "-"].includes(params.get("tool")!) ? [params.get("tool")!] : [])])], [data, params]);
+  useEffect(() => {
+    if (pageTools.some((t) => !seenTools.includes(t))) setSeenTools((prev) => [...new Set([...prev, ...pageTools])].sort());
+  }, [pageTools, seenTools]);
+  const toolNames = [...new Set([...seenTools, ...pageTools])];
 
   return (
     <div className="stack">
