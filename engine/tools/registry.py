@@ -34,11 +34,28 @@ def _import(class_name: str, where: str):
         raise ConfigError(f"{where}: cannot import class_name={class_name!r} ({exc})") from None
 
 
+BUILTIN = "builtin:tools/"  # the configs shipped in engine/tools/configs/ (presets name them so)
+CONFIGS = os.path.join(os.path.dirname(__file__), "configs")
+
+
+def resolve_path(path: str) -> str:
+    """`builtin:tools/NAME.yaml` -> engine/tools/configs/NAME.yaml (wherever the job runs); else the path."""
+    path = str(path)
+    if path.startswith(BUILTIN):
+        name = path[len(BUILTIN):]
+        shipped = sorted(f for f in os.listdir(CONFIGS) if f.endswith(".yaml"))
+        if name not in shipped:
+            raise ConfigError(f"{KEY}={path!r}: no such built-in tool config; built in: "
+                              f"{', '.join(BUILTIN + f for f in shipped)}")
+        return os.path.join(CONFIGS, name)
+    return os.path.expanduser(path)
+
+
 def load_tools(path: str | None) -> list[Tool]:
     """The tools a config file declares, instantiated; a ConfigError names the file, the entry and the fix."""
     if not path:
         raise ConfigError(f"{KEY} is not set: multi-turn rollouts need a tool config YAML (see engine/tools/README.md)")
-    path = os.path.expanduser(str(path))
+    path = resolve_path(path)
     if not os.path.isfile(path):
         raise ConfigError(f"{KEY}={path!r}: no such file")
     try:

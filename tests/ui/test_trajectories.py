@@ -98,3 +98,29 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     expect(row.locator(".tool-call")).to_have_text(['calls calculator(expression="12*34")'] * 2)
     expect(row.locator("[data-role=tool] .turn-text")).to_have_text(["=408", "=408"])
     assert not page.errors
+
+
+def test_new_run_form_has_the_multi_turn_preset_and_keys(page, server):
+    """The calculator preset is listed; its multi_turn keys and tool config are in the form (generated from the
+    engine's schema) and go into the run the form creates."""
+    page.goto(server.url + "/runs/new")
+    choice = page.locator('[data-preset="calculator_multi_turn"]')
+    expect(choice).to_contain_text("Calculator tool, multi-turn")
+    choice.click()
+    expect(choice).to_have_attribute("aria-pressed", "true")
+    page.get_by_text("Advanced").click()
+    page.get_by_label("filter advanced keys").fill("multi_turn")
+    expect(page.locator('[data-key="actor_rollout_ref.rollout.multi_turn.enable"]')).to_be_checked()
+    expect(page.locator('[data-key="actor_rollout_ref.rollout.multi_turn.format"]')).to_have_value("compact")
+    expect(page.locator('[data-key="actor_rollout_ref.rollout.multi_turn.max_assistant_turns"]')).to_have_value("3")
+    tools = page.locator('[data-key="actor_rollout_ref.rollout.multi_turn.tool_config_path"]')
+    expect(tools).to_have_value("builtin:tools/calculator_tiny.yaml")
+    page.locator('[data-key="actor_rollout_ref.rollout.multi_turn.max_assistant_turns"]').fill("2")
+    page.locator("#run-name").fill("calculator-form-run")
+    page.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+$"))
+    run = server.api.get(f"/api/v1/runs/{int(page.url.rsplit('/', 1)[1])}")
+    multi_turn = run["resolved_config"]["actor_rollout_ref"]["rollout"]["multi_turn"]
+    assert run["preset"] == "calculator_multi_turn" and multi_turn["enable"] is True
+    assert multi_turn["max_assistant_turns"] == 2 and multi_turn["tool_config_path"] == "builtin:tools/calculator_tiny.yaml"
+    assert not page.errors

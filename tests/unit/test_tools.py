@@ -125,3 +125,11 @@ def test_tool_config_in_verls_format(tmp_path):
         load_tools("/nope.yaml")
     with pytest.raises(ConfigError, match="tool_config_path is not set"):
         load_tools(None)
+
+
+def test_builtin_tool_configs_resolve_wherever_the_job_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a job's working directory need not be the repository
+    (tool,) = load_tools("builtin:tools/calculator_tiny.yaml")
+    assert tool.name == "calculator" and tool.config["close"] == "1"
+    with pytest.raises(ConfigError, match="no such built-in tool config; built in: .*builtin:tools/calculator.yaml"):
+        load_tools("builtin:tools/nope.yaml")

@@ -2,6 +2,7 @@
 export const PRESET_LABELS: Record<string, { label: string; help: string }> = {
   demo: { label: "Tiny arithmetic demo (CPU)", help: "Built-in tiny model learns 2-digit arithmetic with GRPO; minutes on a laptop CPU." },
   demo_ppo: { label: "Tiny arithmetic demo · PPO, all four roles (CPU)", help: "The same task with the seed's PPO: actor, rollout, reference and a critic; GAE, KL to the reference in the reward held near 0.05 by an adaptive coefficient. ~4x slower per step than the GRPO demo." },
+  calculator_multi_turn: { label: "Calculator tool, multi-turn (CPU)", help: "The tiny arithmetic demo with multi-turn rollouts: the model's turns and the calculator's answers form one trajectory, the loss sees only the model's tokens. Its tool config makes the tiny model (which never saw a tool call) call the calculator every step: it shows the plumbing (conversations, tool errors, masks, num_turns and tool metrics), not that tool use is learned. About a minute." },
   "gsm8k_ppo_qwen2.5_0.5b": { label: "GSM8K · Qwen2.5-0.5B · PPO (the seed's command)", help: "PPO with a critic on GSM8K, as in the seed's command. Needs a GPU." },
   gsm8k_grpo: { label: "GSM8K · GRPO", help: "GRPO (no critic) on GSM8K. Needs a GPU." },
 };
