@@ -81,3 +81,31 @@ def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch
     expect(page.locator('[data-chart="score"]')).to_be_visible()
     shot(page, "launch-compare")
     assert not page.errors
+
+
+def test_launch_calculator_preset_from_form_shows_conversations(page, dispatch_server):
+    """Issue 17: the multi-turn preset launched from the New-run form trains (Ray job, the calculator in the agent
+    loop) and its trajectories are browsable as conversations."""
+    srv = dispatch_server
+    page.goto(srv.url + "/runs/new?preset=calculator_multi_turn")
+    expect(page.locator('[data-preset="calculator_multi_turn"]')).to_have_attribute("aria-pressed", "true")
+    page.locator("#run-name").fill("calculator-from-form")
+    page.locator('[data-key="trainer.total_training_steps"]').fill("2")
+    page.get_by_role("button", name="Launch run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+$"))
+    run_id = int(page.url.rsplit("/", 1)[1])
+    page.wait_for_function("() => ['succeeded', 'failed', 'lost', 'cancelled']"
+                           ".includes(document.querySelector('h1 [data-status]')?.textContent)",
+                           timeout=400_000, polling=500)
+    run = srv.api.get(f"/api/v1/runs/{run_id}")
+    if run["status"] != "succeeded":
+        pytest.fail(f"the launched run {run['status']}: {run.get('error')}\n{srv.diagnostics()}")
+    called = srv.api.get(f"/api/v1/runs/{run_id}/samples?split=train&uses_tool=true&limit=1")
+    assert called["count"] > 0 and called["data"][0]["num_turns"] >= 3
+    step = called["data"][0]["step"]
+    page.goto(f"{srv.url}/runs/{run_id}/samples?step={step}&tool=*")
+    card = page.locator(".sample-card").first
+    expect(card.locator("[data-role=model]").first).to_be_visible()
+    expect(card.locator("[data-role=tool]").first).to_contain_text("calculator")
+    expect(card.locator(".tool-call").first).to_contain_text("calculator(expression=")
+    shot(page, "launch-calculator-conversations")
