@@ -91,6 +91,12 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     page.get_by_label("number of turns").fill("7")
     expect(page.get_by_text("No samples match these filters.")).to_be_visible()
 
+    # the dense table: a turns column (x: a tool call failed), sortable
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=1&view=table&sort=-turns")
+    cells = page.locator(".st-body .st-turns")
+    expect(cells).to_have_text(["4", "4 ✗", "2"])
+    expect(page.locator(".st-body [role=row]").nth(1).locator(".st-first")).to_have_text("<c>7/0</c>=error: division by zero")
+
     # side by side: steps 1 and 2 answered the same prompts; both panes read as conversations
     page.goto(f"{server.url}/side-by-side?a={run['id']}:1&b={run['id']}:2&split=train")
     row = page.locator(".sbs-row[data-row='0']")

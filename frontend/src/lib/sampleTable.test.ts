@@ -31,3 +31,17 @@ describe("dense samples table", () => {
     expect(visibleWindow(30 * 5000, 300, 30, 4096)).toEqual([4086, 4096]); // past the end (the list shrank)
   });
 });
+
+describe("turns column", () => {
+  it("sorts multi-turn rows by their turn count, rows without turns last", () => {
+    const rows: Row[] = [
+      { id: 1, sample_index: 0, length: 1, first_line: "", num_turns: 4 },
+      { id: 2, sample_index: 1, length: 1, first_line: "", num_turns: 2 },
+      { id: 3, sample_index: 2, length: 1, first_line: "", num_turns: null },
+      { id: 4, sample_index: 3, length: 1, first_line: "", num_turns: 6 },
+    ];
+    expect(sortRows(rows, { column: "turns", desc: true }).map((r) => r.id)).toEqual([4, 1, 2, 3]);
+    expect(sortRows(rows, { column: "turns", desc: false }).map((r) => r.id)).toEqual([2, 1, 4, 3]);
+    expect(parseSort("-turns")).toEqual({ column: "turns", desc: true });
+  });
+});

@@ -9,16 +9,17 @@ export interface Row {
   length: number;
   first_line: string;
   rollout_diff_max?: number | null;
+  num_turns?: number | null;
 }
 
-export type SortColumn = "prompt" | "score" | "advantage" | "length" | "mismatch";
+export type SortColumn = "prompt" | "score" | "advantage" | "length" | "mismatch" | "turns";
 export interface Sort { column: SortColumn; desc: boolean }
 
 /** `"-score"` -> score descending; anything unknown -> prompt order. */
 export function parseSort(v: string | null): Sort {
   const desc = !!v && v.startsWith("-");
   const column = (v ?? "").replace(/^-/, "") as SortColumn;
-  return ["prompt", "score", "advantage", "length", "mismatch"].includes(column) ? { column, desc } : { column: "prompt", desc: false };
+  return ["prompt", "score", "advantage", "length", "mismatch", "turns"].includes(column) ? { column, desc } : { column: "prompt", desc: false };
 }
 
 export function sortParam(s: Sort): string | null {
@@ -27,7 +28,7 @@ export function sortParam(s: Sort): string | null {
 
 function value(r: Row, c: SortColumn): number | null {
   const v = c === "prompt" ? r.prompt_index : c === "score" ? r.score : c === "advantage" ? r.advantage
-    : c === "mismatch" ? r.rollout_diff_max : r.length;
+    : c === "mismatch" ? r.rollout_diff_max : c === "turns" ? r.num_turns : r.length;
   return v === null || v === undefined || Number.isNaN(v) ? null : v;
 }
 

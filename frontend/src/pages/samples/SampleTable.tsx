@@ -19,6 +19,7 @@ const COLUMNS: { id: SortColumn | "answer" | "first"; label: string; title?: str
   { id: "length", label: "length", title: "response tokens" },
   { id: "first", label: "answer (first line)" },
 ];
+const TURNS_COLUMN = { id: "turns" as const, label: "turns", title: "conversation turns (the prompt, model turns, tool answers); ✗: a tool call failed" };
 const MISMATCH_COLUMN = { id: "mismatch" as const, label: "max |Δ rollout|", title: "largest |rollout − actor log-prob| over the answer's tokens" };
 
 export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, total }: {
@@ -33,11 +34,14 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
   const shown = useMemo(() => sortRows(filterRows(rows, filter), sort), [rows, filter, sort]);
   // the rollout/actor gap column only for runs that logged rollout log-probs (a separate rollout engine)
   const gap = useMemo(() => rows.some((r) => r.rollout_diff_max !== null && r.rollout_diff_max !== undefined), [rows]);
-  const columns = gap ? [...COLUMNS.slice(0, 5), MISMATCH_COLUMN, COLUMNS[5]] : COLUMNS;
+  // multi-turn runs: the turns column (count, ✗ when a tool call failed)
+  const turns = useMemo(() => rows.some((r) => r.num_turns !== null && r.num_turns !== undefined), [rows]);
+  const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []), COLUMNS[5]];
+  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}minmax(0, 1fr)` };
   const [scrollTop, setScrollTop] = useState(0);
   const [start, end] = visibleWindow(scrollTop, VIEWPORT, ROW, shown.length);
   const header = (c: { id: string; label: string; title?: string }) => {
-    const sortable = ["prompt", "score", "advantage", "length", "mismatch"].includes(c.id);
+    const sortable = ["prompt", "score", "advantage", "length", "mismatch", "turns"].includes(c.id);
     const active = sortable && sort.column === c.id;
     return (
       <div key={c.id} role="columnheader" className={`st-cell st-${c.id}`} title={c.title}
@@ -61,13 +65,13 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
         </span>
       </div>
       <div role="table" aria-label="answers" aria-rowcount={shown.length + 1} className="sample-table">
-        <div role="rowgroup"><div role="row" className={`st-row st-head ${gap ? "with-gap" : ""}`}>{columns.map(header)}</div></div>
+        <div role="rowgroup"><div role="row" className="st-row st-head" style={grid}>{columns.map(header)}</div></div>
         <div role="rowgroup" className="st-body" style={{ height: Math.min(VIEWPORT, Math.max(ROW, shown.length * ROW)) }}
           onScroll={(e) => setScrollTop(e.currentTarget.scrollTop)} tabIndex={0} aria-label="answers, scrollable">
           <div style={{ height: shown.length * ROW, position: "relative" }}>
             {shown.slice(start, end).map((r, k) => (
-              <div key={r.id} role="row" aria-rowindex={start + k + 2} className={`st-row ${gap ? "with-gap" : ""}`} data-sample-id={r.id} tabIndex={-1}
-                style={{ position: "absolute", top: (start + k) * ROW, height: ROW, left: 0, right: 0 }}
+              <div key={r.id} role="row" aria-rowindex={start + k + 2} className="st-row" data-sample-id={r.id} tabIndex={-1}
+                style={{ ...grid, position: "absolute", top: (start + k) * ROW, height: ROW, left: 0, right: 0 }}
                 onClick={() => onOpen(r)} onKeyDown={(e) => { if (e.key === "Enter") onOpen(r); }}>
                 <div role="cell" className="st-cell st-prompt">#{r.prompt_index ?? "—"}</div>
                 <div role="cell" className="st-cell st-answer">{r.sample_index}</div>
@@ -75,6 +79,8 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
                 <div role="cell" className="st-cell st-advantage num">{fmtNum(r.advantage ?? null, 3)}</div>
                 <div role="cell" className="st-cell st-length num">{r.length}</div>
                 {gap && <div role="cell" className="st-cell st-mismatch num">{fmtNum(r.rollout_diff_max ?? null, 3)}</div>}
+                {turns && <div role="cell" className={`st-cell st-turns num ${r.tool_error ? "bad" : ""}`} title={r.tools?.length ? `tools: ${r.tools.join(", ")}` : "no tool call"}>
+                  {r.num_turns ?? "—"}{r.tool_error ? " ✗" : ""}</div>}
                 <div role="cell" className="st-cell st-first mono" title={r.first_line}>{r.first_line || <span className="muted">(empty)</span>}</div>
               </div>
             ))}
