@@ -18,6 +18,10 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     logger = DashboardLogger(server.url, run["id"], run["ingest_token"], str(tmp_path / "spool"), quiet=True)
     for step in (1, 2):
         logger.log_samples(step, multi_turn_samples(step=step))
+    before, after = multi_turn_samples(step=0, split="val"), multi_turn_samples(step=2, split="val")
+    after[0]["score"] = 1.0  # the answer that called the calculator is right at the second validation
+    logger.log_samples(0, before)
+    logger.log_samples(2, after)
     assert logger.flush(60)
     logger.close()
     server.api.status(run, "succeeded")
@@ -96,6 +100,14 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     cells = page.locator(".st-body .st-turns")
     expect(cells).to_have_text(["4", "4 ✗", "2"])
     expect(page.locator(".st-body [role=row]").nth(1).locator(".st-first")).to_have_text("<c>7/0</c>=error: division by zero")
+
+    # what changed between the validations: the newly solved prompt's answer says it used the tool
+    page.goto(f"{server.url}/runs/{run['id']}/changes")
+    expect(page.locator('[data-kind="newly-solved"] [data-count]')).to_have_text("1")
+    solved = page.locator(".change-list tbody tr")
+    expect(solved).to_have_count(1)
+    expect(solved.first.locator("[data-tool-tag]")).to_have_count(2)
+    expect(solved.first.locator("[data-tool-tag]").first).to_have_attribute("data-tool-tag", "tool")
 
     # side by side: steps 1 and 2 answered the same prompts; both panes read as conversations
     page.goto(f"{server.url}/side-by-side?a={run['id']}:1&b={run['id']}:2&split=train")

@@ -32,3 +32,18 @@ describe("what changed", () => {
     expect(strips([{ step: 10, prompt_index: 7, score: 1 }], [0, 10], 1)[0].marks).toEqual([null, true]);
   });
 });
+
+describe("multi-turn validations", () => {
+  it("count the answers that called a tool and the failed calls per prompt", () => {
+    const rows = [
+      { step: 5, prompt_index: 1, score: 1, first_line: "a", num_turns: 4, tools: ["calculator"], tool_error: false },
+      { step: 5, prompt_index: 1, score: 0, first_line: "b", num_turns: 4, tools: ["calculator"], tool_error: true },
+      { step: 5, prompt_index: 2, score: 1, first_line: "c", num_turns: 2, tools: null, tool_error: false },
+      { step: 5, prompt_index: 3, score: 1, first_line: "d" },
+    ];
+    const at = resultsAt(rows, 5, 0.5);
+    expect(at.get(1)!.tool).toEqual({ answers: 2, used: 2, errors: 1 });
+    expect(at.get(2)!.tool).toEqual({ answers: 1, used: 0, errors: 0 });
+    expect(at.get(3)!.tool).toBeUndefined();
+  });
+});

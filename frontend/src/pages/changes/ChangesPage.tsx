@@ -2,13 +2,14 @@
  * What changed: two validation steps (of this run, or B of another run on the same validation set) compared
  * prompt by prompt: counts of newly solved, newly failed, solved by both, by neither; the lists, each row
  * opening side by side; sorting by most improved; and a strip per prompt over all of the run's validations.
+ * Multi-turn runs: each answer says whether it called a tool (and whether a call failed).
  */
 import { useMemo } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useRun, useRuns, useSampleRows, useSampleSteps } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
 import { Empty, QueryState } from "../../components/States";
-import { compare, resultsAt, sortChanges, strips, type ChangeKind, type ChangeSort } from "../../lib/changes";
+import { compare, resultsAt, sortChanges, strips, type ChangeKind, type ChangeSort, type PromptResult } from "../../lib/changes";
 import { fmtNum } from "../../lib/format";
 
 const KINDS: { id: ChangeKind; label: string; className: string }[] = [
@@ -142,6 +143,15 @@ export function ChangesPage() {
   );
 }
 
+/** Multi-turn runs: whether the prompt's answers called a tool (✗: a call failed). */
+function ToolTag({ r }: { r: PromptResult }) {
+  if (!r.tool) return null;
+  const { answers, used, errors } = r.tool;
+  const text = used === 0 ? "no tool" : answers === 1 ? "tool" : `tool ${used}/${answers}`;
+  return <span className={`badge ${errors ? "alarm-warning" : "neutral"}`} data-tool-tag={text + (errors ? " ✗" : "")}
+    title={`${used} of ${answers} answers called a tool; ${errors} had a tool call fail`} style={{ marginLeft: ".4rem" }}>{text}{errors ? " ✗" : ""}</span>;
+}
+
 function ChangeList({ changes, link }: { changes: ReturnType<typeof sortChanges>; link: (prompt: number) => string }) {
   if (!changes.length) return <p className="small muted">None.</p>;
   return (
@@ -155,8 +165,8 @@ function ChangeList({ changes, link }: { changes: ReturnType<typeof sortChanges>
               <td className="num">{fmtNum(c.a.score, 3)}</td>
               <td className="num">{fmtNum(c.b.score, 3)}</td>
               <td className="num" data-delta>{c.delta > 0 ? "+" : ""}{fmtNum(c.delta, 3)}</td>
-              <td className="mono small">{c.a.answer}</td>
-              <td className="mono small">{c.b.answer}</td>
+              <td className="mono small">{c.a.answer}<ToolTag r={c.a} /></td>
+              <td className="mono small">{c.b.answer}<ToolTag r={c.b} /></td>
               <td><Link to={link(c.prompt)}>side by side →</Link></td>
             </tr>
           ))}
