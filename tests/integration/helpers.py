@@ -84,7 +84,10 @@ def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: 
 def stop_ray_node(node: subprocess.Popen) -> None:
     import signal
 
-    os.killpg(node.pid, signal.SIGTERM)
+    try:
+        os.killpg(node.pid, signal.SIGTERM)
+    except ProcessLookupError:  # it exited already (a failed start): the caller still stops the other nodes
+        return
     try:
         node.wait(timeout=30)
     except subprocess.TimeoutExpired:
