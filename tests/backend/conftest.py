@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.services.ray_head import LocalRayHead, free_port
+from backend.services.ray_head import free_port
 from backend.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,15 +126,6 @@ def server_factory(tmp_path):
     yield make
     for server in servers:
         server.stop()
-
-
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory):
-    """One real Ray head (token auth, 127.0.0.1, its own ports) shared by the dispatch tests."""
-    head = LocalRayHead(tmp_path_factory.mktemp("ray-head"), num_cpus=4)
-    head.start()
-    yield head
-    head.stop()
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):

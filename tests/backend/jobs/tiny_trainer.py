@@ -44,6 +44,7 @@ def main(argv: list[str]) -> None:
     logger.log_metrics(steps, {"val-core/arith/reward/mean@1": min(1.0, cfg.actor_rollout_ref.actor.optim.lr * 1000)})
     if extra.get("tiny_fail"):
         logger.close()
+        child.kill()  # a failed run ends its own processes too (else the sleeper outlives the test by 10 min)
         print("failing on purpose", flush=True)
         raise SystemExit(3)
     logger.log_status("succeeded")
