@@ -115,6 +115,11 @@ def test_samples_of_a_step_groups_and_tokens(page, server):
     # KL shading: old - ref per token
     page.locator("select", has=page.locator("option", has_text="KL to reference")).select_option("kl")
     kl = sample["old_log_probs"][0] - sample["ref_log_probs"][0]
+    # the shading changes on the next render: wait for the first token to carry the KL, then check it
+    first_token = f'.sample-card[data-sample-id="{sample["id"]}"] .token'
+    page.wait_for_function("([sel, want]) => { const t = document.querySelector(sel);"
+                           " return t !== null && Math.abs(Number(t.getAttribute('data-value')) - want) < 1e-6; }",
+                           arg=[first_token, kl])
     assert float(card.locator(".token").first.get_attribute("data-value")) == pytest.approx(kl)
     expect(page.locator(".token-legend").first).to_be_visible()
     shot(page, "samples-groups-tokens")
