@@ -17,6 +17,7 @@ from backend.services.events import add_event, run_channel
 FIELDS = [name for name in SampleIn.model_fields]
 DERIVED = ["num_turns", "tool_names", "tool_error"]
 NO_TURNS = summary(None)
+TRAJECTORY = {"turns", "loss_mask"}
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,16 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
 
     now = time.time()
     rows: dict[tuple, dict] = {}
+    # a batch of single-turn answers leaves the turn columns out of the INSERT (they are NULL, and an upsert
+    # sets them from `excluded`, so NULL too): less to bind per row on the common path
+    multi_turn = any(s.turns is not None or s.loss_mask is not None for s in samples)
     for s in samples:
-        row = s.model_dump()
-        row.update(run_id=run.id, wall_time=now, **(NO_TURNS if s.turns is None else summary(row["turns"])))
+        if multi_turn:
+            row = s.model_dump()
+            row.update(NO_TURNS if s.turns is None else summary(row["turns"]))
+        else:
+            row = s.model_dump(exclude=TRAJECTORY)
+        row.update(run_id=run.id, wall_time=now)
         rows[(s.split, s.step, s.sample_index)] = row
     stmt = insert_for(session, Sample)
     updated = {name: stmt.excluded[name] for name in FIELDS + DERIVED + ["wall_time"]

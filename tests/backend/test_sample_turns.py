@@ -152,3 +152,11 @@ def test_turns_inside_extras_are_lifted(client):
     assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [again]},
                        headers={"Authorization": f"Bearer {run['ingest_token']}"}).status_code == 200
     assert get(client, run)["data"][0]["turns"] == stored["turns"]
+    # the same position re-sent as a single-turn answer (a batch without turns leaves the columns out of the
+    # INSERT): the upsert clears them
+    plain = {k: stored[k] for k in ("step", "split", "sample_index", "prompt", "response", "tokens")}
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [plain]},
+                       headers={"Authorization": f"Bearer {run['ingest_token']}"}).status_code == 200
+    cleared = get(client, run)["data"][0]
+    assert (cleared["turns"], cleared["loss_mask"], cleared["num_turns"], cleared["tool_error"]) == (None,) * 4
+    assert get(client, run, tool="calculator")["count"] == 0
