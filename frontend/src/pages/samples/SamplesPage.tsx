@@ -37,7 +37,9 @@ export function SamplesPage() {
   // the step asked for, else the newest; a step without samples snaps to the nearest one that has them
   const stepIndex = stepList.length === 0 ? -1 : requested === null ? stepList.length - 1
     : stepList.reduce((best, s, i) => (Math.abs(s.step - requested) < Math.abs(stepList[best].step - requested) ? i : best), 0);
-  const step = stepIndex >= 0 ? stepList[stepIndex].step : null;
+  // a link names its step: ask for its samples at once rather than after the list of steps (one round trip
+  // less before the first paint); once the list is in, a step without samples snaps as above
+  const step = stepIndex >= 0 ? stepList[stepIndex].step : steps.isPending && requested !== null ? requested : null;
   const view: View = params.get("view") === "groups" ? "groups" : params.get("view") === "table" ? "table" : "list";
   const shade = (SHADES.some((s) => s.id === params.get("shade")) ? params.get("shade") : "logprob") as Shade;
   const page = Math.max(0, Number(params.get("page") ?? 0) || 0);
