@@ -3,6 +3,9 @@
 
 - `builtin:tiny`                 the project's tiny Qwen2-architecture model (engine.models.tiny)
 - `builtin:arith/train.parquet`  the synthetic arithmetic task (engine.data.arith), also test.parquet
+- `builtin:tiny-calc`            the tiny model warm-started on the calculator's call format (engine.models.tiny_calc)
+- `builtin:arith_tool/train.parquet`  three-digit multiplication for the calculator (data_source "arith_tool"),
+                                 also test.parquet
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ def cache_dir() -> str:
     return os.path.expanduser(os.environ.get("RLSTUDIO_CACHE", "~/.cache/rlstudio"))
 
 
-NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet")
+NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet", "tiny-calc",
+         "arith_tool/train.parquet", "arith_tool/test.parquet")
 
 
 def check(value: str) -> None:
@@ -33,6 +37,16 @@ def resolve_path(value: str) -> str:
         from engine.models.tiny import ensure_tiny_model
 
         return ensure_tiny_model(os.path.join(cache_dir(), "tiny-model"))
+    if name == "tiny-calc":
+        from engine.models.tiny_calc import ensure_tiny_calc_model
+
+        return ensure_tiny_calc_model(os.path.join(cache_dir(), "tiny-calc-model"))
+    if name.startswith("arith_tool/") and name in NAMES:
+        from engine.models.tiny_calc import prepare_calc_data
+
+        directory = os.path.join(cache_dir(), "arith_tool")
+        prepare_calc_data(directory)
+        return os.path.join(directory, name.split("/", 1)[1])
     if name.startswith("arith/"):
         from engine.data.arith import prepare_arith
 

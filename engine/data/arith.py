@@ -82,8 +82,9 @@ def _apply(a: int, op: str, b: int) -> int:
 
 
 def make_arith_rows(n: int, seed: int, split: str, max_operand: int = 99, ops: str = "+-",
-                    min_operand: int = 10) -> list[dict]:
-    """n rows of `split` ("train" or "test"); questions "a<op>b=?" with operands in [min_operand, max_operand]."""
+                    min_operand: int = 10, data_source: str = DATA_SOURCE) -> list[dict]:
+    """n rows of `split` ("train" or "test"); questions "a<op>b=?" with operands in [min_operand, max_operand].
+    `data_source` picks the reward: "arith" (the answer alone) or "arith_tool" (the answer after tool calls)."""
     if split not in SPLITS:
         raise DataError(f"split must be one of {SPLITS}, got {split!r}")
     if n < 0:
@@ -99,7 +100,7 @@ def make_arith_rows(n: int, seed: int, split: str, max_operand: int = 99, ops: s
         a, b = a + min_operand, b + min_operand
         question, answer = f"{a}{op}{b}=?", str(_apply(a, op, b))
         rows.append({
-            "data_source": DATA_SOURCE,
+            "data_source": data_source,
             "prompt": [{"role": "user", "content": question}],
             "ability": "math",
             "reward_model": {"style": "rule", "ground_truth": answer},
@@ -110,7 +111,7 @@ def make_arith_rows(n: int, seed: int, split: str, max_operand: int = 99, ops: s
 
 def prepare_arith(local_dir: str | os.PathLike, train_size: int = 14000, test_size: int = 1000, seed: int = 0,
                   max_operand: int = 99, ops: str = "+-", min_operand: int = 10,
-                  overwrite: bool = False) -> dict[str, Path]:
+                  overwrite: bool = False, data_source: str = DATA_SOURCE) -> dict[str, Path]:
     """Writes local_dir/{train,test}.parquet unless they already exist for the same parameters.
 
     The parameters are kept in local_dir/arith_params.json, written last, so a half-written directory is
@@ -119,6 +120,8 @@ def prepare_arith(local_dir: str | os.PathLike, train_size: int = 14000, test_si
     local_dir = Path(os.path.expanduser(str(local_dir)))
     params = {"format_version": FORMAT_VERSION, "train_size": train_size, "test_size": test_size, "seed": seed,
               "max_operand": max_operand, "ops": ops, "min_operand": min_operand}
+    if data_source != DATA_SOURCE:  # kept out of the default's params, so existing caches stay valid
+        params["data_source"] = data_source
     paths = {split: local_dir / f"{split}.parquet" for split in SPLITS}
     params_path = local_dir / PARAMS_FILE
     if not overwrite and all(p.is_file() for p in paths.values()) and params_path.is_file():
@@ -128,7 +131,8 @@ def prepare_arith(local_dir: str | os.PathLike, train_size: int = 14000, test_si
         except json.JSONDecodeError:
             pass  # unreadable: rebuild
     sizes = {"train": train_size, "test": test_size}
-    rows = {split: make_arith_rows(sizes[split], seed, split, max_operand, ops, min_operand) for split in SPLITS}
+    rows = {split: make_arith_rows(sizes[split], seed, split, max_operand, ops, min_operand, data_source)
+            for split in SPLITS}
     params_path.unlink(missing_ok=True)
     for split in SPLITS:
         # write then rename, so a reader never sees a partial file

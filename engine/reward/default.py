@@ -3,6 +3,7 @@ from __future__ import annotations
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
 ARITH_SOURCES = ("arith",)
+ARITH_TOOL_SOURCES = ("arith_tool",)
 
 
 def default_compute_score(data_source, solution_str: str, ground_truth, extra_info=None, **kwargs) -> float:
@@ -15,7 +16,11 @@ def default_compute_score(data_source, solution_str: str, ground_truth, extra_in
         from engine.reward import arith  # imported lazily: written separately, optional for other tasks
 
         return arith.compute_score(solution_str, ground_truth, **kwargs)
-    known = ", ".join(repr(s) for s in GSM8K_SOURCES + ARITH_SOURCES)
+    if data_source in ARITH_TOOL_SOURCES:
+        from engine.reward import arith_tool
+
+        return arith_tool.compute_score(solution_str, ground_truth, **kwargs)
+    known = ", ".join(repr(s) for s in GSM8K_SOURCES + ARITH_SOURCES + ARITH_TOOL_SOURCES)
     raise NotImplementedError(
         f"no built-in reward for data_source={data_source!r} (built in: {known}); write a scoring function "
         "`compute_score(data_source, solution_str, ground_truth, extra_info=None)` in a Python file and set "

@@ -166,6 +166,7 @@ class PPOTrainer:
         size = cfg.data.val_batch_size or len(self.val_dataset)
         scores_by_source: dict[str, list[float]] = defaultdict(list)
         samples: list[dict] = []
+        turns: list = []
         start = time.perf_counter()
         for lo in range(0, len(self.val_dataset), size):
             items = [self.val_dataset[i] for i in range(lo, min(lo + size, len(self.val_dataset)))]
@@ -176,9 +177,12 @@ class PPOTrainer:
             out.tensors["token_level_scores"] = reward.token_level_scores
             for src, s in zip(out["data_source"], reward.scores):
                 scores_by_source[str(src)].append(float(s))
+            if "turns" in out:
+                turns.extend(out["turns"])
             samples.extend(build_samples(out, self.tokenizer, self.global_step, "val", reward.response_texts,
                                          reward.extra, token_level=False))
         metrics = {f"val-core/{src}/reward/mean@{n_val}": sum(v) / len(v) for src, v in scores_by_source.items()}
+        metrics |= agent_metrics(Batch(meta={"turns": turns}), prefix="val-aux/") if turns else {}
         metrics["timing_s/validation"] = time.perf_counter() - start
         return metrics, samples
 

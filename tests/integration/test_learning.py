@@ -18,6 +18,8 @@ start (mean of the validations at steps 50 and 100). Measured on 2 shared cores:
 cache the first test prepared (the same tiny model and data). It is also the suite's one-worker vLLM training
 run: every step logs the weight sync and a train/inference probability mismatch below 1e-3, and every
 sampled answer is logged.
+The tool-use test runs the `calculator_tool_use` preset for 20 steps: held-out accuracy and the share of held-out
+answers that call the calculator both rise by 25+ points over the warm start (README, "Tool use, learned").
 That the two rollouts agree token by token (log-probs, weight sync, greedy output) is
 tests/integration/test_vllm_rollout.py's job, which also trains on vLLM with two workers.
 
@@ -73,14 +75,15 @@ def target_reached(val: list[tuple[int, float]]) -> bool:
     return len(val) >= 3 and val[0][0] == 0 and mean(v for _, v in val[-2:]) - val[0][1] >= TARGET_GAIN
 
 
-def run_demo(tmp_path, cache: Path, *overrides, stop_at_target: bool = False) -> tuple[list[dict], float]:
+def run_demo(tmp_path, cache: Path, *overrides, stop_at_target: bool = False,
+             config: str = "demo") -> tuple[list[dict], float]:
     """The demo as `python -m engine.main_ppo --config-name demo ...` runs it. With stop_at_target, the run is
     stopped once its metrics.jsonl shows the target reached (read after each line the run writes)."""
     out = tmp_path / "demo"
     env = engine_env() | {"RLSTUDIO_CACHE": str(cache), "VLLM_CPU_KVCACHE_SPACE": "1"}
     start = time.time()
     log = (tmp_path / "console.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", "--config-name", "demo",
+    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", "--config-name", config,
                              f"trainer.default_local_dir={out}", *overrides], cwd=tmp_path, env=env,
                             stdout=log, stderr=subprocess.STDOUT, text=True)
     stopped = False
@@ -137,3 +140,35 @@ def test_grpo_learns_from_vllm_rollouts(tmp_path, cache):
     assert per_step == {step: 32 * 8 for step in range(1, VLLM_STEPS + 1)}  # the demo's 32 prompts x 8 answers
     assert last - first >= 0.02, f"training reward went {first:.3f} -> {last:.3f}"
     assert after - before[1] >= 0.05, f"held-out accuracy went {before[1]:.3f} -> {after:.3f}: {val}"
+
+
+TOOL_VAL_KEY, TOOL_USE_KEY = "val-core/arith_tool/reward/mean@1", "val-aux/tool/use_fraction"
+TOOL_STEPS, TOOL_GAIN = 20, 0.25
+
+
+def test_grpo_learns_to_use_the_calculator(tmp_path, cache):
+    """The tool-use preset (`--config-name calculator_tool_use`), shortened to 20 steps: three-digit
+    multiplication from the warm start that has seen the call format (builtin:tiny-calc). Held-out greedy accuracy
+    and the share of held-out answers that call the calculator, both measured before training in the same run,
+    each rise by at least 25 points. Measured on 2 shared cores: accuracy 0.9% -> 83.6%, tool use 1.1% -> 93.4%
+    at step 20 (a 100-step run then held 84.5-84.7% and 97.5-99.7%); about 2 minutes."""
+    records, elapsed = run_demo(tmp_path, cache, f"trainer.total_training_steps={TOOL_STEPS}",
+                                f"trainer.test_freq={TOOL_STEPS}", config="calculator_tool_use")
+    val = {r["step"]: r["data"] for r in records if TOOL_VAL_KEY in r["data"]}
+    before, after = val[0], val[TOOL_STEPS]
+    print(f"\ncalculator tool use ({TOOL_STEPS} steps) in {elapsed:.0f}s: accuracy {before[TOOL_VAL_KEY]:.3f} -> "
+          f"{after[TOOL_VAL_KEY]:.3f}, tool use {before[TOOL_USE_KEY]:.3f} -> {after[TOOL_USE_KEY]:.3f}, "
+          f"tool error rate {after.get('val-aux/tool/error_rate')}")
+    assert sorted(val) == [0, TOOL_STEPS]
+    assert after[TOOL_VAL_KEY] - before[TOOL_VAL_KEY] >= TOOL_GAIN, (before, after)
+    assert after[TOOL_USE_KEY] - before[TOOL_USE_KEY] >= TOOL_GAIN, (before, after)
+    # what rose is answers that call the calculator and copy its result, read in the logged validation samples
+    samples = [s for s in read_records(tmp_path / "demo" / "samples.jsonl") if s["split"] == "val"]
+    last = [s for s in samples if s["step"] == TOOL_STEPS]
+    assert len(last) == 1000
+    right = [s for s in last if s["score"] == 1.0]
+    with_tool = [s for s in right if any(t["role"] == "tool" for t in s["turns"])]
+    assert len(with_tool) >= 0.9 * len(right), [s["response"] for s in right[:5]]
+    s = with_tool[0]
+    question = s["prompt"].split("Q:", 1)[1].split("=?", 1)[0]
+    assert s["response"] == f"<c>{question}</c>={s['ground_truth']}\n{s['ground_truth']}", s

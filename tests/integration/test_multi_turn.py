@@ -87,6 +87,7 @@ def test_a_hanging_or_raising_tool_cannot_stall_or_kill_the_run(tiny_model, arit
         result = train(base_args(tiny_model, arith_data, out, **MULTI_TURN,
                                  **{"actor_rollout_ref.rollout.multi_turn.tool_config_path": tools}))
         assert result.global_step == 2
+        assert result.metrics[2]["val-aux/tool/error_rate"] == 1.0  # validation's own multi-turn metrics
         for m in result.metrics.values():
             assert m["tool_call_counts/broken"] > 0 and m["tool/error_rate"] == 1.0
             assert m["tool/latency_s/max"] < (1.5 if "Hangs" in class_name else 0.5)

@@ -97,7 +97,7 @@ def test_unimplemented_verl_features_are_refused_by_name(override):
 
 
 def test_named_configs_validate():
-    for name in ("demo", "demo_ppo", "calculator_multi_turn", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo",
+    for name in ("demo", "demo_ppo", "calculator_multi_turn", "calculator_tool_use", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo",
                  "gsm8k_drgrpo", "gsm8k_gspo"):
         build_config([], config_name=name)
     demo = build_config(["trainer.total_training_steps=5"], config_name="demo")
@@ -109,7 +109,7 @@ def test_named_configs_validate():
         build_config([], config_name="nope")
 
 
-@pytest.mark.parametrize("name", [None, "demo", "demo_ppo", "calculator_multi_turn", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo", "gsm8k_drgrpo",
+@pytest.mark.parametrize("name", [None, "demo", "demo_ppo", "calculator_multi_turn", "calculator_tool_use", "gsm8k_ppo_qwen2.5_0.5b", "gsm8k_grpo", "gsm8k_dapo", "gsm8k_drgrpo",
                                   "gsm8k_gspo"])
 def test_a_resolved_config_validates_again_unchanged(name):
     # the dashboard logger posts the resolved config to the server, which validates it again
