@@ -50,6 +50,7 @@ from backend.models.sample import (
     StepOverlap,
     StepOverlaps,
 )
+from backend.models.tool import RunTool, RunTools
 
 __all__ = [
     "ACTIVE",
@@ -85,6 +86,8 @@ __all__ = [
     "RunPublic",
     "RunStatus",
     "RunStatusReport",
+    "RunTool",
+    "RunTools",
     "RunUpdate",
     "RunsPublic",
     "Sample",

@@ -94,6 +94,11 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     expect(count).to_contain_text("1 sample ")
     page.get_by_label("number of turns").fill("7")
     expect(page.get_by_text("No samples match these filters.")).to_be_visible()
+    # the tool filter lists the run's tools (GET /runs/{id}/tools), not only those on the page: opened on answers
+    # that called no tool, it still offers the calculator
+    page.goto(f"{server.url}/runs/{run['id']}/samples?step=1&tool=-")
+    expect(cards).to_have_count(1)
+    expect(page.get_by_label("tool used").locator("option[value=calculator]")).to_have_text("used calculator")
 
     # the dense table: a turns column (x: a tool call failed), sortable
     page.goto(f"{server.url}/runs/{run['id']}/samples?step=1&view=table&sort=-turns")

@@ -17,6 +17,7 @@ export const qk = {
   metrics: (runIds: number[], keys: string[] | null) => ["metrics", runIds, keys] as const,
   metricKeys: (runIds: number[]) => ["metric-keys", runIds] as const,
   sampleSteps: (runId: number) => ["sample-steps", runId] as const,
+  runTools: (runId: number) => ["run-tools", runId] as const,
   samples: (runId: number, params: object) => ["samples", runId, params] as const,
   samplesOf: (runId: number) => ["samples", runId] as const,
   sampleRowsOf: (runId: number) => ["sample-rows", runId] as const,
@@ -96,6 +97,15 @@ export function useSampleSteps(runId: number | null) {
     queryKey: qk.sampleSteps(runId ?? 0),
     queryFn: () => unwrap(sdk.listSampleSteps({ path: { run_id: runId! } })),
     enabled: runId !== null,
+  });
+}
+
+/** The run's tools: declared by its tool config and/or called in its answers (GET /runs/{id}/tools). */
+export function useRunTools(runId: number | null, enabled = true) {
+  return useQuery({
+    queryKey: qk.runTools(runId ?? 0),
+    queryFn: () => unwrap(sdk.listRunTools({ path: { run_id: runId! } })),
+    enabled: runId !== null && enabled,
   });
 }
 

@@ -771,6 +771,56 @@ export type RunStatusReport = {
 };
 
 /**
+ * RunTool
+ */
+export type RunTool = {
+    /**
+     * Name
+     */
+    name: string;
+    /**
+     * Declared
+     *
+     * named in the run's tool config (actor_rollout_ref.rollout.multi_turn.tool_config_path), when the server can read that file
+     */
+    declared: boolean;
+    /**
+     * Samples
+     *
+     * logged answers that called it (train and val)
+     */
+    samples: number;
+};
+
+/**
+ * RunTools
+ */
+export type RunTools = {
+    /**
+     * Data
+     *
+     * by name
+     */
+    data: Array<RunTool>;
+    /**
+     * Count
+     */
+    count: number;
+    /**
+     * Tool Config Path
+     *
+     * the run's tool config, as its config names it
+     */
+    tool_config_path?: string | null;
+    /**
+     * Config Note
+     *
+     * why the declared tools are unknown (no such file on the server, not a tool config), else null
+     */
+    config_note?: string | null;
+};
+
+/**
  * RunUpdate
  */
 export type RunUpdate = {
@@ -3674,3 +3724,45 @@ export type IngestLogsResponses = {
 };
 
 export type IngestLogsResponse = IngestLogsResponses[keyof IngestLogsResponses];
+
+export type ListRunToolsData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/tools';
+};
+
+export type ListRunToolsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListRunToolsError = ListRunToolsErrors[keyof ListRunToolsErrors];
+
+export type ListRunToolsResponses = {
+    /**
+     * Successful Response
+     */
+    200: RunTools;
+};
+
+export type ListRunToolsResponse = ListRunToolsResponses[keyof ListRunToolsResponses];

@@ -6,17 +6,17 @@
  * user pauses or picks a step. All choices live in the URL.
  */
 import { useQueryClient } from "@tanstack/react-query";
-import { useEffect, useMemo, useState } from "react";
+import { useMemo } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { downloads, isActive, qk, useRun, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
+import { downloads, isActive, qk, useRun, useRunTools, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
 import type { SamplePublic } from "../../client/types.gen";
 import { DownloadMenu } from "../../components/DownloadMenu";
 import { PageTitle } from "../../components/Layout";
 import { SampleCard } from "../../components/SampleCard";
 import { Empty, ErrorBox, Loading, QueryState } from "../../components/States";
 import { SHADES, type Shade } from "../../components/TokenView";
-import { isTrajectory, summarize, turnQuery } from "../../lib/conversation";
+import { isTrajectory, turnQuery } from "../../lib/conversation";
 import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
@@ -63,6 +63,7 @@ export function SamplesPage() {
   const live = useEventSource(active && !paused ? `/api/v1/runs/${runId}/events` : null, {
     samples: (data) => {
       void qc.invalidateQueries({ queryKey: qk.sampleSteps(runId) });
+      void qc.invalidateQueries({ queryKey: qk.runTools(runId) });  // answers may call a tool for the first time
       const batches = (data as { batches?: { step: number; split: string }[] } | null)?.batches ?? [];
       // more answers of the step on screen: refresh it too
       if (batches.some((b) => b.step === step && b.split === split)) {
@@ -95,14 +96,11 @@ export function SamplesPage() {
   // the turn / tool filters: for runs with multi-turn rollouts (or when one is set in the URL)
   const multiTurn = Boolean((run.data?.resolved_config as { actor_rollout_ref?: { rollout?: { multi_turn?: { enable?: boolean } } } } | undefined)
     ?.actor_rollout_ref?.rollout?.multi_turn?.enable) || data.some(isTrajectory) || ["turns", "tool", "tool_error"].some((k) => params.get(k));
-  // the tools seen on this page so far (a filtered page may show none of them)
-  const [seenTools, setSeenTools] = useState<string[]>([]);
-  const pageTools = useMemo(() => [...new Set([...data.filter(isTrajectory).flatMap((s) => summarize(s.turns!).tools),
-    ...(params.get("tool") && !["*", "-"].includes(params.get("tool")!) ? [params.get("tool")!] : [])])], [data, params]);
-  useEffect(() => {
-    if (pageTools.some((t) => !seenTools.includes(t))) setSeenTools((prev) => [...new Set([...prev, ...pageTools])].sort());
-  }, [pageTools, seenTools]);
-  const toolNames = [...new Set([...seenTools, ...pageTools])];
+  // the run's tools (its tool config's and those its answers called, from the server: a filtered page may show
+  // none of them), and the one in the URL
+  const runTools = useRunTools(runId, multiTurn);
+  const urlTool = params.get("tool") && !["*", "-"].includes(params.get("tool")!) ? params.get("tool")! : null;
+  const toolNames = [...new Set([...(runTools.data?.data ?? []).map((t) => t.name), ...(urlTool ? [urlTool] : [])])];
 
   return (
     <div className="stack">
