@@ -45,6 +45,20 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Keep the conversations: fold turns, loss_mask and num_turns back into the extras, where the dashboard logger
+    # of that version put them (and from where upgrade() lifts them again), before the columns go.
+    bind = op.get_bind()
+    found = bind.execute(sa.text("SELECT id, extras, turns, loss_mask, num_turns FROM sample "
+                                 "WHERE turns IS NOT NULL OR loss_mask IS NOT NULL")).all()
+    for sid, extras, turns, mask, num_turns in found:
+        extras = (json.loads(extras) if isinstance(extras, str) else extras) or {}
+        for key, value in (("turns", turns), ("loss_mask", mask)):
+            if value is not None:
+                extras[key] = json.loads(value) if isinstance(value, str) else value
+        if num_turns is not None:
+            extras["num_turns"] = num_turns
+        bind.execute(sa.text("UPDATE sample SET extras = :extras WHERE id = :id"),
+                     {"id": sid, "extras": json.dumps(extras)})
     with op.batch_alter_table('sample', schema=None) as batch_op:
         batch_op.drop_column('tool_error')
         batch_op.drop_column('tool_names')

@@ -84,7 +84,8 @@ def test_metric_buckets_backfilled_on_upgrade(tmp_path):
 
 
 def test_sample_turns_lifted_from_extras_on_upgrade(tmp_path):
-    """0003 adds the turn columns and fills them from the extras, where an earlier dashboard logger put them."""
+    """0003 adds the turn columns and fills them from the extras, where an earlier dashboard logger put them; its
+    downgrade puts them back there."""
     from tests.trajectory_samples import multi_turn_samples
 
     record = multi_turn_samples()[1]  # the call the calculator refused
@@ -108,4 +109,17 @@ def test_sample_turns_lifted_from_extras_on_upgrade(tmp_path):
     assert (turns_n, names, error, json.loads(extras_after)) == (4, "|calculator|", 1, {"acc": 0})
     assert json.loads(turns)[1]["error_message"] == "division by zero" and json.loads(mask) == record["loss_mask"]
     assert single == (None, None, None, '{"acc": 1}', None, None)
+
+    # downgrade keeps the conversations: back in the extras, from where the next upgrade lifts them again
     alembic(db, "downgrade", "0002")
+    with sqlite3.connect(db) as conn:
+        down = [json.loads(r[0]) for r in conn.execute("SELECT extras FROM sample ORDER BY id")]
+    assert down[0] == {"acc": 0, "turns": json.loads(turns), "loss_mask": record["loss_mask"], "num_turns": 4}
+    assert down[1] == {"acc": 1}
+    alembic(db, "upgrade", "head")
+    with sqlite3.connect(db) as conn:
+        again = conn.execute("SELECT num_turns, tool_names, tool_error, extras, turns, loss_mask FROM sample "
+                             "ORDER BY id").fetchall()
+    assert [(r[:3], json.loads(r[3]), r[4] and json.loads(r[4]), r[5] and json.loads(r[5])) for r in again] == [
+        ((4, "|calculator|", 1), {"acc": 0}, json.loads(turns), record["loss_mask"]),
+        ((None, None, None), {"acc": 1}, None, None)]
