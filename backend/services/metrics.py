@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from itertools import repeat
 
 import numpy as np
 from sqlalchemy import func
@@ -32,27 +33,65 @@ def _upsert_sql(session: Session, run_id: int) -> str:
 INF = float("inf")
 
 
+def _plain_batch(body: MetricsIngest, now: float) -> tuple[list[tuple], dict] | None:
+    """A body of `series` only, each key once, each step once per key and every value finite (what a training
+    logger sends): its rows and step ranges, built without a Python loop per point. None otherwise (the
+    general path then dedups and spells non-finite values)."""
+    if body.points:
+        return None
+    rows: list[tuple] = []
+    ranges: dict[tuple[int, int], list[str]] = {}
+    seen: set[str] = set()
+    for s in body.series:
+        if s.key in seen or len(set(s.steps)) != len(s.steps):
+            return None
+        seen.add(s.key)
+        try:
+            if not all(map(math.isfinite, s.values)):
+                return None
+        except TypeError:  # None, or "NaN" / "Infinity" spelled out
+            return None
+        if s.steps:
+            rows.extend(zip(repeat(s.key), s.steps, s.values, s.wall_times or repeat(now)))
+            ranges.setdefault((min(s.steps), max(s.steps)), []).append(s.key)
+    return rows, ranges
+
+
 def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
-    rows: dict[tuple[str, int], tuple] = {}
-    special = False  # any NaN / infinity: the live copy then needs JSON-safe spellings
-    for key, step, value, wall_time in body.rows(time.time()):  # last write wins, as across batches
-        if value is None or value != value or value == INF or value == -INF:  # noqa: PLR0124 - NaN test
-            special = True
-            if value is not None and math.isnan(value):
-                value = None  # NaN is stored as NULL
-        rows[(key, step)] = (key, step, value, wall_time)
-    if not rows:
+    now = time.time()
+    plain = _plain_batch(body, now)
+    special = nan = False  # special: any NaN / infinity, the live copy then needs JSON-safe spellings
+    if plain is not None:
+        values, ranges = plain
+    else:
+        rows: dict[tuple[str, int], tuple] = {}
+        for key, step, value, wall_time in body.rows(now):  # last write wins, as across batches
+            if value is None or value != value or value == INF or value == -INF:  # noqa: PLR0124 - NaN test
+                special = True
+                if value is None or math.isnan(value):
+                    value, nan = None, True  # NaN is stored as NULL
+            rows[(key, step)] = (key, step, value, wall_time)
+        values = list(rows.values())
+        ranges = _step_ranges(values)
+    if not values:
         return 0
     from backend.services.upsert import write_lock
 
-    values = list(rows.values())
     live = {"points": [(r[0], r[1], finite_or_text(r[2]), r[3]) for r in values] if special else values}
-    steps = [r[2] for r in values if r[0] == STEP_KEY and r[2] is not None]
-    totals = [r[2] for r in values if r[0] == TOTAL_KEY and r[2] is not None]
+    written = {key for key_list in ranges.values() for key in key_list}  # progress keys: skip the scan without them
+    steps = [r[2] for r in values if r[0] == STEP_KEY and r[2] is not None] if STEP_KEY in written else []
+    totals = [r[2] for r in values if r[0] == TOTAL_KEY and r[2] is not None] if TOTAL_KEY in written else []
     with write_lock(session):
-        session.connection().exec_driver_sql(_upsert_sql(session, run.id), values)
-        if _bucketed(session):
-            metric_buckets.refresh(_executor(session), run.id, _step_ranges(values))
+        conn = session.connection()
+        bucketed = _bucketed(session)
+        # a batch of new steps without NaN (a training step's metrics) is folded into the buckets as they are;
+        # a resend, a rewrite or a NaN has them recomputed from the points
+        fold = bucketed and not nan and metric_buckets.only_new_points(_executor(session), run.id, ranges)
+        conn.exec_driver_sql(_upsert_sql(session, run.id), values)
+        if fold:
+            metric_buckets.merge_new(conn.exec_driver_sql, run.id, values)
+        elif bucketed:
+            metric_buckets.refresh(_executor(session), run.id, ranges)
         add_event(session, run_channel(run.id), "metrics", live)
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)

@@ -55,6 +55,43 @@ def test_ingest_keeps_buckets_equal_to_a_rebuild(client, settings):
         assert buckets(conn, run["id"]) == []
 
 
+def test_new_steps_are_folded_into_buckets_equal_to_a_rebuild(client, settings):
+    """Batches of new steps (folded into the buckets without reading the points back) in any order, with tied
+    values, infinities and a key that appears late, then a resend with other values and a NaN (recomputed):
+    the buckets equal a rebuild after each, ties going to the lower step as the rebuild's do."""
+    run = external_run(client)
+    rng = random.Random(1)
+
+    def send(body):
+        assert client.post(f"{API}/runs/{run['id']}/metrics", json=body, headers=auth(run)).status_code == 200
+
+    def check():
+        with db(settings) as conn:
+            stored = buckets(conn, run["id"])
+            metric_buckets.rebuild(lambda sql, params=(): conn.execute(sql, params).fetchall(), [run["id"]])
+            assert buckets(conn, run["id"]) == stored
+            return stored
+
+    starts = list(range(0, 3000, 50))
+    rng.shuffle(starts)  # later batches land before, between and after earlier ones
+    for start in starts:
+        steps = list(range(start, start + 50))
+        series = [{"key": k, "steps": steps, "values": [float(rng.randint(0, 3)) for _ in steps]} for k in ("a", "b")]
+        if start % 200 == 0:
+            series[1]["values"][7] = rng.choice(["Infinity", "-Infinity"])
+        if start >= 1000:
+            series.append({"key": "late", "steps": steps[::7], "values": [rng.random() for _ in steps[::7]]})
+        send({"series": series})
+    first = check()
+    assert any(r[6] == float("-inf") for r in first) and any(r[9] == float("inf") for r in first)
+    send({"series": [{"key": "a", "steps": list(range(100, 160)), "values": [9.0] * 59 + ["NaN"]}]})  # a resend
+    assert check() != first
+    with db(settings) as conn:
+        top = dict(conn.execute(f"SELECT key, SUM(n) FROM metric_bucket WHERE run_id = ? AND level = "
+                                f"{metric_buckets.TOP} GROUP BY key", (run["id"],)).fetchall())
+    assert top == {"a": 3000, "b": 3000, "late": 40 * len(range(0, 50, 7))}  # 40 batches from step 1,000
+
+
 def test_chart_query_from_buckets_keeps_extremes_nan_and_ends(client, settings):
     run = external_run(client)
     n = 100_000
