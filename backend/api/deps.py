@@ -1,12 +1,16 @@
-"""Dependencies the routes share: the session, the settings, authentication, the run being addressed."""
+"""Dependencies the routes share: the session, the settings, authentication, the run being addressed.
+
+The ones without I/O are `async def`: FastAPI runs a plain `def` dependency in a worker thread, a hop that
+costs ~0.15 ms of CPU (more on a loaded machine), several times per request on the ingest hot path."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from backend.models import Run
 from backend.services.events import wake_on_commit
@@ -20,7 +24,7 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -43,7 +47,7 @@ def _is_api_token(settings: Settings, token: str | None) -> bool:
     return bool(expected and token and hmac.compare_digest(token.encode(), expected.encode()))
 
 
-def require_user(request: Request) -> None:
+async def require_user(request: Request) -> None:
     """With RLSTUDIO_API_TOKEN set, `Authorization: Bearer <token>` is required."""
     settings: Settings = request.app.state.settings
     if settings.api_token is None:
@@ -82,7 +86,21 @@ def ingest_run(request: Request, session: SessionDep, run_id: Annotated[int, Pat
 IngestRunDep = Annotated[Run, Depends(ingest_run)]
 
 
-def check_body_size(request: Request) -> None:
+async def ingest_session(request: Request, run_id: Annotated[int, Path(ge=1)]) -> AsyncIterator[tuple[Session, Run]]:
+    """SessionDep + IngestRunDep (same checks, same errors) in one worker-thread hop instead of three, for the
+    metric ingest: a training run's logger sends one small request per step."""
+    session = Session(request.app.state.engine, expire_on_commit=False)  # no I/O until first used
+    try:
+        wake_on_commit(session, request.app.state.bus)
+        yield session, await run_in_threadpool(ingest_run, request, session, run_id)
+    finally:
+        session.close()
+
+
+IngestSessionDep = Annotated[tuple[Session, Run], Depends(ingest_session)]
+
+
+async def check_body_size(request: Request) -> None:
     settings: Settings = request.app.state.settings
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > settings.max_request_bytes:

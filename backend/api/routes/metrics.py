@@ -5,9 +5,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import StringConstraints
+from starlette.concurrency import run_in_threadpool
 
 from backend.api.fast_json import FastJSONRoute
-from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.deps import IngestSessionDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
@@ -23,7 +24,7 @@ MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
                     responses={413: {"model": ErrorMessage,
                                      "description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
                                                     "(default 10,000) in one request"}})
-def ingest_metrics(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: MetricsIngest):
+async def ingest_metrics(ingest: IngestSessionDep, settings: SettingsDep, body: MetricsIngest):
     """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
     Send `points` ([{key, step, value, wall_time?}]) and/or the columnar `series`
     ([{key, steps, values, wall_times?}]).
@@ -32,7 +33,8 @@ def ingest_metrics(run: IngestRunDep, session: SessionDep, settings: SettingsDep
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
                             f"points: {body.size()} points in one request; the maximum is "
                             f"{settings.max_metric_points_per_request}. Split the batch.")
-    return IngestResult(accepted=metrics.ingest(session=session, run=run, body=body))
+    session, run = ingest
+    return IngestResult(accepted=await run_in_threadpool(metrics.ingest, session=session, run=run, body=body))
 
 
 @router.get("/runs/{run_id}/metrics", response_model=MetricSeriesList)
