@@ -9,9 +9,11 @@ from engine import builtins
 from engine.models.tiny_calc import (
     ASSETS_DIR,
     FACTS_FILE,
+    build_tiny_calc_model,
     calc_rows,
     ensure_tiny_calc_model,
     evaluate,
+    main,
     sft_tensors,
 )
 from engine.models.tokenizer import build_char_tokenizer
@@ -81,3 +83,22 @@ def test_the_shipped_warm_start_has_seen_the_call_format_but_rarely_calls(tmp_pa
     torch.manual_seed(0)
     sampled = evaluate(model, build_char_tokenizer(), rows, sample=True)
     assert 0.05 < sampled["tool_use_fraction"] < 0.5 and sampled["accuracy_with_tool"] > 0.5, sampled
+
+
+def test_cli_copies_the_shipped_warm_start(tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "m")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "m")
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == (ASSETS_DIR / "model.safetensors").read_bytes()
+
+
+def test_build_pipeline_stops_at_its_rule_and_is_deterministic(tmp_path):
+    # a bar of 0 stops at the first evaluation: the whole build path (supervised steps, multi-turn evaluations with
+    # the calculator, saving) in seconds
+    kwargs = {"min_tool_accuracy": 0.0, "eval_every": 1, "test_questions": 20, "log": lambda msg: None}
+    facts = build_tiny_calc_model(tmp_path / "a", seed=1, **kwargs)
+    build_tiny_calc_model(tmp_path / "b", seed=1, **kwargs)
+    assert facts["steps"] == 1 and set(facts["test_greedy"]) == {"accuracy", "tool_use_fraction", "accuracy_with_tool"}
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    with pytest.raises(RuntimeError, match="warm start stopped at 1 steps"):
+        build_tiny_calc_model(tmp_path / "c", min_tool_accuracy=0.99, max_steps=1, eval_every=1, test_questions=20,
+                              log=lambda msg: None)
