@@ -1,7 +1,10 @@
 """The tool-use warm start: the built-in tiny model, shown the calculator's call format on a few trajectories.
 
     python -m engine.models.tiny_calc --out DIR              # copy the shipped model (engine/models/tiny_calc_assets)
-    python -m engine.models.tiny_calc --out DIR --rebuild    # build it from the tiny model (about a minute)
+    python -m engine.models.tiny_calc --out DIR --rebuild    # build it from the tiny model (~950 steps, 2.5-5 min)
+
+The shipped files are this script's output (`--rebuild --out engine/models/tiny_calc_assets`; a rebuild gives the
+same weights, byte for byte).
 
 The task is three-digit multiplication ("123*456=?" -> "56088", data_source "arith_tool"): far beyond what a
 2-layer, 0.36M-parameter model can do in its head, and easy with the calculator, in the compact call format

@@ -268,6 +268,9 @@ def test_config_schema_and_presets(client):
     presets = client.get(f"{API}/config/presets").json()
     assert "demo" in [p["name"] for p in presets["data"]]
     assert client.get(f"{API}/config/presets/demo").json()["config"]["algorithm"]["adv_estimator"] == "grpo"
+    tool_use = client.get(f"{API}/config/presets/calculator_tool_use").json()["config"]  # the New run form's preset
+    assert tool_use["actor_rollout_ref"]["model"]["path"] == "builtin:tiny-calc"
+    assert tool_use["actor_rollout_ref"]["rollout"]["multi_turn"]["enable"] is True
     assert client.get(f"{API}/config/presets/..%2F..%2Fsecrets").status_code == 404
     ok = client.post(f"{API}/config/validate", json={"preset": "demo", "overrides": ["actor_rollout_ref.rollout.temperature=0.5"]})
     assert ok.status_code == 200, ok.text
