@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from backend.services.ray_head import LocalRayHead, process_start_time
-from tests.backend.conftest import REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(not (REPO / "engine" / "models" / "tiny_assets").is_dir(),
@@ -30,6 +30,18 @@ def server_env(hold: Path, **extra) -> dict[str, str]:
             "OMP_WAIT_POLICY": "PASSIVE", **extra}
 
 
+def held_server(server_factory, tmp_path: Path, *steps: int):
+    """A dispatching server on a fresh data dir whose runs will hold after each of `steps` (until the test
+    removes the step's file): returns (server, hold dir, data dir)."""
+    hold, data = tmp_path / "hold", tmp_path / "data"
+    hold.mkdir()
+    for step in steps:
+        (hold / f"step-{step}").touch()
+    server = server_factory(data_dir=data, env=server_env(hold)).start()
+    server.wait_dispatch_ready(300)
+    return server, hold, data
+
+
 def launch_demo(url: str, steps: int, name: str) -> dict:
     created = httpx.post(f"{url}/api/v1/runs", json={"preset": "demo", "name": name, "overrides": [
         f"trainer.total_training_steps={steps}", "trainer.test_freq=-1", "trainer.val_before_train=false"]},
@@ -39,7 +51,7 @@ def launch_demo(url: str, steps: int, name: str) -> dict:
 
 
 def run_state(url: str, run_id: int) -> dict:
-    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=10).json()
+    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
 
 
 def wait_status(url: str, run_id: int, statuses: set[str], timeout: float = 600) -> dict:
@@ -109,12 +121,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
     is up (its dashboard logger spools); a new server on the same data dir re-attaches to the same Ray
     head, the run stays `running` and then succeeds, with every point and sample of its file logger in the
     database exactly once; the second server's shutdown leaves no Ray process of the first behind."""
-    hold, data = tmp_path / "hold", tmp_path / "data"
-    hold.mkdir()
-    (hold / "step-2").touch()
-    (hold / "step-4").touch()
-    server = server_factory(data_dir=data, env=server_env(hold)).start()
-    server.wait_dispatch_ready(300)
+    server, hold, data = held_server(server_factory, tmp_path, 2, 4)
     run = launch_demo(server.url, 6, "kill9")
     wait_held(hold, 2)
     assert run_state(server.url, run["id"])["status"] == "running"
@@ -129,7 +136,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
 
     server.start()
     server.wait_dispatch_ready(300)
-    assert "re-attached" in httpx.get(f"{server.url}/healthz", timeout=5).json()["dispatch"]
+    assert "re-attached" in httpx.get(f"{server.url}/healthz", timeout=HTTP_TIMEOUT).json()["dispatch"]
     assert LocalRayHead(data).read_record() == head  # the same head, not a second one
     assert run_state(server.url, run["id"])["status"] == "running"  # not `lost`
     (hold / "step-4").unlink()
@@ -155,11 +162,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
 
 
 def test_kill9_server_and_its_head_makes_the_run_lost_with_the_reason(server_factory, tmp_path):
-    hold, data = tmp_path / "hold", tmp_path / "data"
-    hold.mkdir()
-    (hold / "step-1").touch()
-    server = server_factory(data_dir=data, env=server_env(hold)).start()
-    server.wait_dispatch_ready(300)
+    server, hold, data = held_server(server_factory, tmp_path, 1)
     run = launch_demo(server.url, 3, "head-dies")
     wait_held(hold, 1)
     head = LocalRayHead(data).read_record()
@@ -184,11 +187,7 @@ def raylet_workers(head_pid: int, title: str) -> list[int]:
 
 
 def test_kill9_worker_fails_the_run_with_the_cause_and_frees_its_resources(server_factory, tmp_path):
-    hold, data = tmp_path / "hold", tmp_path / "data"
-    hold.mkdir()
-    (hold / "step-1").touch()
-    server = server_factory(data_dir=data, env=server_env(hold)).start()
-    server.wait_dispatch_ready(300)
+    server, hold, data = held_server(server_factory, tmp_path, 1)
     victim = launch_demo(server.url, 3, "worker-dies")
     queued = launch_demo(server.url, 2, "next")  # the limit is one run: it waits for the victim's resources
     wait_held(hold, 1)
@@ -208,11 +207,7 @@ def test_kill9_worker_fails_the_run_with_the_cause_and_frees_its_resources(serve
 def test_head_dies_under_a_live_server_run_lost_and_a_new_head_takes_the_next(server_factory, tmp_path):
     """The server's own head dies while the server runs (the OOM killer, a Ray component that crashed): the
     run in flight is `lost` with the reason, the server starts a new head, and the next run succeeds on it."""
-    hold, data = tmp_path / "hold", tmp_path / "data"
-    hold.mkdir()
-    (hold / "step-1").touch()
-    server = server_factory(data_dir=data, env=server_env(hold)).start()
-    server.wait_dispatch_ready(300)
+    server, hold, data = held_server(server_factory, tmp_path, 1)
     run = launch_demo(server.url, 3, "head-dies-live")
     wait_held(hold, 1)
     head = LocalRayHead(data).read_record()

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backend.conftest import REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # every test dispatches real Ray jobs (the shared head or its own)
 
@@ -33,10 +33,10 @@ def launch(url, *overrides, name="r"):
 
 
 def run_state(url, run_id):
-    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=10).json()
+    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
 
 
-def wait_status(url, run_id, statuses, timeout=120):
+def wait_status(url, run_id, statuses, timeout=600):  # a hang guard, not a speed check
     return wait_for(lambda: (r := run_state(url, run_id))["status"] in statuses and r, timeout, 0.3,
                     f"run {run_id} -> {statuses}")
 
@@ -63,12 +63,12 @@ def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
     assert done["status"] == "succeeded", done
     assert done["submission_id"].startswith(f"rlstudio-run-{ok['id']}-")
     assert done["progress_step"] == 3 and done["progress_total"] == 3 and done["started_at"] and done["finished_at"]
-    series = httpx.get(f"{url}/api/v1/runs/{ok['id']}/metrics", params={"key": "critic/score/mean"}, timeout=10)
+    series = httpx.get(f"{url}/api/v1/runs/{ok['id']}/metrics", params={"key": "critic/score/mean"}, timeout=HTTP_TIMEOUT)
     assert series.json()["data"][0]["steps"] == [1, 2, 3]
-    samples = httpx.get(f"{url}/api/v1/runs/{ok['id']}/samples", timeout=10).json()
+    samples = httpx.get(f"{url}/api/v1/runs/{ok['id']}/samples", timeout=HTTP_TIMEOUT).json()
     assert samples["count"] == 12
     logs = wait_for(lambda: [x["text"] for x in httpx.get(f"{url}/api/v1/runs/{ok['id']}/logs",
-                                                          params={"source": "job"}, timeout=10).json()["data"]
+                                                          params={"source": "job"}, timeout=HTTP_TIMEOUT).json()["data"]
                              if x["text"] in ("step 3/3 score=1.000", "done")], 20, 0.5, "job log lines")
     assert logs == ["step 3/3 score=1.000", "done"]
 
@@ -83,7 +83,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     url = server.url
     long = launch(url, "trainer.total_training_steps=1000", "+trainer.tiny_step_seconds=1", name="long")
     queued = launch(url, "trainer.total_training_steps=2", name="next")
-    wait_status(url, long["id"], {"running"}, timeout=60)
+    wait_status(url, long["id"], {"running"})
     pids_file = Path(server.data_dir) / "runs" / str(long["id"]) / "checkpoints" / "pids.txt"
     pids = wait_for(lambda: pids_file.exists() and [int(p) for p in pids_file.read_text().split()], 30, 0.2, "pids")
     assert all(alive(p) for p in pids)
@@ -101,7 +101,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     # and then the queued run goes
     assert wait_status(url, queued["id"], {"succeeded", "failed", "lost", "cancelled"})["status"] == "succeeded"
     assert run_state(url, long["id"])["status"] == "cancelled"
-    assert httpx.delete(f"{url}/api/v1/runs/{long['id']}", timeout=10).status_code == 204
+    assert httpx.delete(f"{url}/api/v1/runs/{long['id']}", timeout=HTTP_TIMEOUT).status_code == 204
     assert not (Path(server.data_dir) / "runs" / str(long["id"])).exists()
 
 
@@ -113,9 +113,9 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):  # start
     data = tmp_path / "own"
     server = server_factory(data_dir=data, env=env).start()
     server.wait_dispatch_ready(180)
-    assert "owned by this server" in httpx.get(f"{server.url}/healthz", timeout=5).json()["dispatch"]
+    assert "owned by this server" in httpx.get(f"{server.url}/healthz", timeout=HTTP_TIMEOUT).json()["dispatch"]
     run = launch(server.url, "trainer.total_training_steps=1000", "+trainer.tiny_step_seconds=1")
-    wait_status(server.url, run["id"], {"running"}, timeout=60)
+    wait_status(server.url, run["id"], {"running"})
     server.stop()  # graceful: the server stops the head it owns, and with it the job
     from backend.services.ray_head import LocalRayHead
 
@@ -124,7 +124,7 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):  # start
     assert leftover == [], f"Ray processes of the owned head survived the server: {leftover}"
 
     server.start()
-    lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"}, timeout=180)
+    lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"})
     assert lost["status"] == "lost" and "shut down and stopped its local Ray head" in lost["error"], lost
 
 
@@ -151,7 +151,7 @@ def test_spool_of_a_job_that_ended_while_the_server_was_down_is_replayed(server_
     done = wait_status(server.url, run["id"], {"succeeded", "failed", "lost", "cancelled"})
     assert done["status"] == "succeeded", done
     series = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/metrics", params={"key": "critic/score/mean"},
-                       timeout=10).json()
+                       timeout=HTTP_TIMEOUT).json()
     assert series["data"][0]["steps"] == [1, 2, 3]
-    assert httpx.get(f"{server.url}/api/v1/runs/{run['id']}/samples", timeout=10).json()["count"] == 12
+    assert httpx.get(f"{server.url}/api/v1/runs/{run['id']}/samples", timeout=HTTP_TIMEOUT).json()["count"] == 12
     assert not spool.exists()

@@ -8,7 +8,7 @@ import sys
 import httpx
 import pytest
 
-from tests.backend.conftest import REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -31,22 +31,22 @@ def test_demo_run_through_the_api(server_factory, ray_head, tmp_path):
     run_id = created.json()["id"]
 
     def finished():
-        run = httpx.get(f"{url}/runs/{run_id}", timeout=10).json()
+        run = httpx.get(f"{url}/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
         return run if run["status"] in ("succeeded", "failed", "lost", "cancelled") else None
 
     run = wait_for(finished, 900, 2.0, "the demo run to finish")
     assert run["status"] == "succeeded", (run["error"], run["log_tail"])
-    keys = set(httpx.get(f"{url}/runs/{run_id}/metrics/keys", timeout=10).json()["data"])
+    keys = set(httpx.get(f"{url}/runs/{run_id}/metrics/keys", timeout=HTTP_TIMEOUT).json()["data"])
     for key in ("critic/score/mean", "actor/pg_loss", "actor/entropy", "response_length/mean",
                 "training/global_step", "val-core/arith/reward/mean@1"):
         assert key in keys, (key, sorted(keys))
-    score = httpx.get(f"{url}/runs/{run_id}/metrics", params={"key": "critic/score/mean"}, timeout=10).json()
+    score = httpx.get(f"{url}/runs/{run_id}/metrics", params={"key": "critic/score/mean"}, timeout=HTTP_TIMEOUT).json()
     assert score["data"][0]["steps"] == list(range(1, STEPS + 1))
     cfg = run["resolved_config"]
     per_step = cfg["data"]["train_batch_size"] * cfg["actor_rollout_ref"]["rollout"]["n"]
-    train = httpx.get(f"{url}/runs/{run_id}/samples", params={"split": "train", "limit": 1}, timeout=10).json()
+    train = httpx.get(f"{url}/runs/{run_id}/samples", params={"split": "train", "limit": 1}, timeout=HTTP_TIMEOUT).json()
     assert train["count"] == STEPS * per_step
-    steps = httpx.get(f"{url}/runs/{run_id}/samples/steps", timeout=10).json()["data"]
+    steps = httpx.get(f"{url}/runs/{run_id}/samples/steps", timeout=HTTP_TIMEOUT).json()["data"]
     assert {s["step"] for s in steps if s["split"] == "train"} == set(range(1, STEPS + 1))
     assert any(s["split"] == "val" for s in steps)
     sample = train["data"][0]
