@@ -191,8 +191,13 @@ def ensure_tiny_model(dir: str | os.PathLike | None = None) -> str:
     AutoModelForCausalLM.from_pretrained / AutoTokenizer.from_pretrained.
     """
     target = Path(os.path.expanduser(str(dir))) if dir is not None else cache_root() / "tiny-model"
+    return copy_shipped_assets(ASSETS_DIR, target)
+
+
+def copy_shipped_assets(assets: Path, target: Path) -> str:
+    """Copy a shipped model's files into `target` where missing or stale; returns `target`."""
     target.mkdir(parents=True, exist_ok=True)
-    for src in sorted(ASSETS_DIR.iterdir()):
+    for src in sorted(assets.iterdir()):
         if not src.is_file():
             continue
         dst = target / src.name

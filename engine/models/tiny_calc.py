@@ -22,11 +22,9 @@ calculator, on questions it did not train on): its tool calls mostly work, but f
 from __future__ import annotations
 
 import argparse
-import filecmp
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -35,7 +33,8 @@ import torch
 from transformers import GenerationConfig, PreTrainedTokenizerBase, Qwen2ForCausalLM
 
 from engine.data.arith import make_arith_rows
-from engine.models.tiny import ASSETS_DIR as TINY_ASSETS, cache_root, prompt_ids
+from engine.models.tiny import ASSETS_DIR as TINY_ASSETS
+from engine.models.tiny import cache_root, copy_shipped_assets, prompt_ids
 from engine.models.tokenizer import IM_END, build_char_tokenizer
 
 ASSETS_DIR = Path(__file__).resolve().parent / "tiny_calc_assets"
@@ -213,17 +212,7 @@ def ensure_tiny_calc_model(dir: str | os.PathLike | None = None) -> str:
     """A directory holding the shipped warm start (copied there if missing or stale); returns its path.
     Default: $RLSTUDIO_CACHE/tiny-calc-model."""
     target = Path(os.path.expanduser(str(dir))) if dir is not None else cache_root() / "tiny-calc-model"
-    target.mkdir(parents=True, exist_ok=True)
-    for src in sorted(ASSETS_DIR.iterdir()):
-        if not src.is_file():
-            continue
-        dst = target / src.name
-        if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
-            continue
-        tmp = target / f".{src.name}.{os.getpid()}.tmp"  # copy then rename: readers never see half a file
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    return str(target)
+    return copy_shipped_assets(ASSETS_DIR, target)
 
 
 def main(argv: list[str] | None = None) -> int:
