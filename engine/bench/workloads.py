@@ -52,7 +52,8 @@ def model_dir(workload: Workload, root: str | None = None) -> str:
     from engine.models.random import FACTS_FILE, build_random_model
 
     root = root or os.path.join(cache_dir(), "bench-models")
-    name = workload.arch + (f"-eos{workload.eos_rate:g}" if workload.eos_rate > 0 else "")
+    # "-v2": the end-token channel of engine.models.random changed (constant 1.0, calibrated after chat prompts)
+    name = workload.arch + (f"-eos{workload.eos_rate:g}-v2" if workload.eos_rate > 0 else "")
     path = os.path.join(root, name)
     if not os.path.exists(os.path.join(path, FACTS_FILE)):
         build_random_model(workload.arch, path, dtype="bfloat16", seed=0, eos_rate=workload.eos_rate)

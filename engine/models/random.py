@@ -12,8 +12,15 @@ length cap. `--eos-rate P` builds one that ends an answer with probability about
 about 1/P tokens long on average, geometrically spread, so a few reach any cap): channel 0 of the residual
 stream is made a constant (every token embedding holds the same value there, and no layer reads or writes that
 channel), and the final norm's weight on it and the end token's (tied) embedding turn that constant into a
-logit bias for the end token alone; the bias is calibrated on a forward pass over random tokens. Every other
-token's probability is unchanged relative to the rest, and the model has the same shapes and speed.
+logit bias for the end token alone. The bias is calibrated where answers are generated: over the answer
+positions of chat prompts (ASCII questions of GSM8K-like lengths) followed by random tokens, which is what a
+random model's sampled answers are. Every other token's probability is unchanged relative to the rest, and
+the model has the same shapes and speed.
+
+The constant is 1.0, not the embeddings' scale (0.02): training moves every weight, including the zeros that
+keep the layers off channel 0, by about the learning rate per step (AdamW), and ~5,000-wide layers then write
+~1e-2 into that channel in one step. On 0.02 that is a large part of the bias (one step at lr 1e-6 made W2's
+end-token rate 3-20x higher, and the reference, which is not trained, disagreed with the actor); on 1.0 it is ~1%.
 """
 from __future__ import annotations
 
@@ -84,19 +91,43 @@ def _init_weights(model: torch.nn.Module, seed: int, std: float) -> None:
             param.normal_(0.0, std, generator=generator)
 
 
+EOS_CHANNEL = 1.0  # the constant in channel 0 (module doc: why not the embeddings' own scale)
+CALIBRATION_ANSWER = 192  # answer positions the end-token rate is calibrated over
+
+
+def calibration_ids(tokenizer, seed: int, rows: int = 8) -> list[tuple[torch.Tensor, int]]:
+    """Sequences like W2's: a chat prompt (an ASCII question of 150-600 characters, GSM8K's range) followed by
+    CALIBRATION_ANSWER random non-special tokens (what a random model samples); each as ([1, L] ids, index of the
+    first answer token)."""
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}/eos-calibration".encode()))
+    special = min(QWEN_SPECIAL_IDS.values())
+    out = []
+    for _ in range(rows):
+        n = int(torch.randint(150, 600, (1,), generator=generator))
+        chars = torch.randint(0, 31, (n,), generator=generator).tolist()
+        words = "".join(chr(ord("a") + c) if c < 26 else " " for c in chars)
+        text = tokenizer.apply_chat_template([{"role": "user", "content": words}], tokenize=False,
+                                             add_generation_prompt=True)
+        prompt = torch.tensor(tokenizer(text)["input_ids"])
+        answer = torch.randint(0, special, (CALIBRATION_ANSWER,), generator=generator)
+        out.append((torch.cat([prompt, answer])[None], prompt.numel()))
+    return out
+
+
 @torch.no_grad()
-def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int) -> dict:
-    """Makes the end token's probability about `rate` per position (see the module doc); returns the facts.
+def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int, tokenizer) -> dict:
+    """Makes the end token's probability about `rate` per answer position (see the module doc); returns the facts.
 
     Channel 0 holds a constant `a` in every token embedding (2a in the end token's), no layer reads it (its
     input-norm weights are 0) or writes it (rows 0 of o_proj and down_proj are 0), so the final hidden state's
     channel 0 is g·a/rms(x) at every position. With tied embeddings each token's logit gets a·g·a/rms (the
     same for all: no effect on the softmax) and the end token's gets twice that: a bias of g·a²/rms, set by
-    choosing g so that the mean end-token probability over random-token positions equals `rate`."""
+    choosing g so that the mean end-token probability over the answer positions of `calibration_ids` equals
+    `rate`."""
     config = model.config
     eos = config.eos_token_id
     embed = model.get_input_embeddings().weight
-    a = float(embed[:, 1:].float().std())
+    a = EOS_CHANNEL
     embed[:, 0] = a
     embed[eos, 0] = 2 * a
     for layer in model.model.layers:
@@ -105,19 +136,20 @@ def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int) -> dict:
         layer.self_attn.o_proj.weight[0, :] = 0.0
         layer.mlp.down_proj.weight[0, :] = 0.0
     model.model.norm.weight[0] = 0.0  # calibration reads the rest of the logits without the bias channel
-    generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}/eos-calibration".encode()))
-    ids = torch.randint(0, config.vocab_size, (8, 96), generator=generator)
     # to_empty() left the rotary buffers uninitialised (they are rebuilt on load, never saved): rebuild them
     model.model.rotary_emb = type(model.model.rotary_emb)(config=config)
-    captured = {}
-    handle = model.model.norm.register_forward_hook(lambda mod, inp, out: captured.update(pre=inp[0], post=out))
-    try:
-        model.model(input_ids=ids)
-    finally:
-        handle.remove()
-    skip = 8  # the first positions have little context; answers are generated after a prompt
-    pre = captured["pre"][:, skip:].reshape(-1, config.hidden_size).float()
-    hidden = captured["post"][:, skip:].reshape(-1, config.hidden_size).float()
+    pres, posts = [], []
+    for ids, start in calibration_ids(tokenizer, seed):
+        captured = {}
+        handle = model.model.norm.register_forward_hook(lambda mod, inp, out: captured.update(pre=inp[0], post=out))
+        try:
+            model.model(input_ids=ids)
+        finally:
+            handle.remove()
+        # the positions whose next token is an answer token: the last prompt position and the answer's own
+        pres.append(captured["pre"][0, start - 1:-1].float())
+        posts.append(captured["post"][0, start - 1:-1].float())
+    pre, hidden = torch.cat(pres), torch.cat(posts)
     inv_rms = torch.rsqrt(pre.pow(2).mean(-1) + model.model.norm.variance_epsilon)
     logits = hidden.float() @ embed.float().T  # [positions, vocab], channel 0 contributes nothing (g = 0)
     others = torch.logsumexp(torch.cat([logits[:, :eos], logits[:, eos + 1:]], 1), dim=-1)
@@ -136,7 +168,7 @@ def _set_eos_rate(model: Qwen2ForCausalLM, rate: float, seed: int) -> dict:
     model.model.norm.weight[0] = g
     bias = g * a * a * inv_rms
     return {"eos_rate": rate, "eos_bias_mean": round(float(bias.mean()), 3),
-            "eos_bias_std": round(float(bias.std()), 3), "eos_channel_gain": round(g, 3)}
+            "eos_bias_std": round(float(bias.std()), 3), "eos_channel_gain": round(g, 4), "eos_channel": a}
 
 
 def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bfloat16", seed: int = 0,
@@ -156,18 +188,19 @@ def build_random_model(arch: str, out_dir: str | os.PathLike, dtype: str = "bflo
     model = model.to(DTYPES[dtype]).to_empty(device="cpu")
     model.tie_weights()
     _init_weights(model, seed, config.initializer_range)
+    tokenizer = build_byte_tokenizer(model_max_length=config.max_position_embeddings)
     eos_facts = {}
     if eos_rate > 0:
         # calibrated in fp32 (a bf16 forward on CPU is slow and no more faithful), then cast back
         model = model.float()
-        eos_facts = _set_eos_rate(model, eos_rate, seed)
+        eos_facts = _set_eos_rate(model, eos_rate, seed, tokenizer)
         model = model.to(DTYPES[dtype])
     model.config.dtype = DTYPES[dtype]
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)  # only parameters are saved; rotary buffers are rebuilt on load
-    build_byte_tokenizer(model_max_length=config.max_position_embeddings).save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
     GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
                      pad_token_id=config.pad_token_id).save_pretrained(out_dir)
     facts = {"arch": arch, "dtype": dtype, "seed": seed, "num_parameters": num_parameters(config),

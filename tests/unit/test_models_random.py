@@ -90,3 +90,47 @@ def test_eos_rate_calibration_is_finite_and_deterministic(tmp_path):
     facts = [build_random_model("tiny-qwen2", tmp_path / str(i), dtype="bfloat16", eos_rate=0.05) for i in range(2)]
     assert facts[0]["eos_channel_gain"] > 0 and facts[0]["eos_bias_mean"] == facts[0]["eos_bias_mean"]  # not NaN
     assert facts[0]["eos_channel_gain"] == facts[1]["eos_channel_gain"]
+
+
+def _end_rate(model, tok, questions, answer_len=64, seed=5):
+    """Mean end-token probability over the answer positions of chat prompts followed by random tokens."""
+    g = torch.Generator().manual_seed(seed)
+    probs = []
+    for q in questions:
+        text = tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+        prompt = torch.tensor(tok(text)["input_ids"])
+        ids = torch.cat([prompt, torch.randint(0, 151643, (answer_len,), generator=g)])[None]
+        logits = model(input_ids=ids).logits[0, prompt.numel() - 1:-1].float()
+        probs.append(torch.softmax(logits, -1)[:, model.config.eos_token_id])
+    return float(torch.cat(probs).mean())
+
+
+def test_eos_rate_holds_after_chat_prompts_and_an_optimizer_step(tmp_path):
+    """The rate is what answers after a chat prompt see, and training does not move it: on W2 one AdamW step at
+    lr 1e-6 used to make the end token 3-20x likelier (the constant channel was 0.02 and every layer writes ~lr x
+    its width into it per step), so answers collapsed and the untrained reference disagreed with the actor. The
+    tiny model is ~80x narrower than Qwen2.5-0.5B, so the step here uses a 1,000x larger learning rate (the old
+    construction's rate halved in it)."""
+    rate = 0.02
+    build_random_model("tiny-qwen2", tmp_path, dtype="float32", eos_rate=rate)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    questions = ["Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                 "How many clips did Natalia sell altogether in April and May?",
+                 "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
+                 "How much did she earn? Let's think step by step and output the final answer after \"####\"."]
+    with torch.no_grad():
+        before = _end_rate(model, tok, questions)
+    assert rate / 1.3 < before < rate * 1.3, before
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 151643, (4, 48), generator=g)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    logp = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1)
+    token_lp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])[:, None]
+    (-(advantages * token_lp).mean() + logp[..., model.config.eos_token_id].exp().mean()).backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = _end_rate(model, tok, questions)
+    assert abs(after / before - 1) < 0.1, (before, after)

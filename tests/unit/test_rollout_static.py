@@ -83,7 +83,7 @@ def ending_model(tmp_path_factory):
     from engine.models.random import build_random_model
 
     models = {}
-    for rate in (2e-5, 0.05):
+    for rate in (8e-6, 0.05):
         path = tmp_path_factory.mktemp(f"tiny-eos-{rate}")
         build_random_model("tiny-qwen2", path, dtype="float32", eos_rate=rate)
         models[rate] = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
@@ -93,7 +93,7 @@ def ending_model(tmp_path_factory):
 
 @pytest.mark.parametrize("sample", [False, True])
 def test_compaction_changes_no_token(ending_model, sample):
-    model = ending_model[0.05 if sample else 2e-5]
+    model = ending_model[0.05 if sample else 8e-6]
     ids, am, pos = prompts(b=12, p=9)
     kw = dict(eos=[EOS], pad_id=PAD, do_sample=sample, temperature=0.9)
     outs = []
