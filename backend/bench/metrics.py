@@ -163,16 +163,20 @@ class Mlflow:
         self.http = httpx.Client(base_url=self.url, timeout=120)
         self.runs: list[str] = []
 
+    # what MLflow's own client retries (mlflow/utils/request_utils.py); its server answers 503 when loaded
+    TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
+
     def _post(self, client: httpx.Client, url: str, body: dict) -> httpx.Response:
         for attempt in range(5):  # its workers sometimes drop a connection under load
             try:
                 response = client.post(url, json=body)
                 response.raise_for_status()
                 return response
-            except httpx.TransportError:
-                if attempt == 4:
+            except (httpx.TransportError, httpx.HTTPStatusError) as exc:
+                transient = not isinstance(exc, httpx.HTTPStatusError) or exc.response.status_code in self.TRANSIENT
+                if attempt == 4 or not transient:
                     raise
-                time.sleep(0.5 * (attempt + 1))
+                time.sleep(0.5 * (attempt + 1))  # counted in its ingest time, as for a user of its client
         raise AssertionError("unreachable")
 
     def create_runs(self, n: int) -> None:
