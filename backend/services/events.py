@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import event as orm_event
 from sqlmodel import Session
 
+from backend import json_codec
 from backend.models import Event
 
 
@@ -23,6 +24,17 @@ RUNS_CHANNEL = "runs"
 
 def add_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:
     session.add(Event(channel=channel, kind=kind, data=data, time=time.time()))
+
+
+def insert_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:
+    """add_event() as one plain INSERT on SQLite (the ORM's flush costs ~0.4 ms a request on the metric ingest
+    path); the same row, and the commit still wakes the streams."""
+    if session.get_bind().dialect.name != "sqlite":
+        add_event(session, channel, kind, data)
+        return
+    session.connection().exec_driver_sql("INSERT INTO event (channel, kind, data, time) VALUES (?, ?, ?, ?)",
+                                         (channel, kind, json_codec.dumps(data), time.time()))
+    session.info["wrote_events"] = True  # what wake_on_commit's before_flush hook notes for an added Event
 
 
 def wake_on_commit(session: Session, bus: EventBus) -> None:

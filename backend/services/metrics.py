@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsIngest, Run
 from backend.models.common import finite_or_text
 from backend.services import metric_buckets
-from backend.services.events import add_event, run_channel
+from backend.services.events import insert_event, run_channel
 from backend.services.runs import announce, update_progress
 
 STEP_KEY = "training/global_step"
@@ -92,7 +92,7 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
             metric_buckets.merge_new(conn.exec_driver_sql, run.id, values)
         elif bucketed:
             metric_buckets.refresh(_executor(session), run.id, ranges)
-        add_event(session, run_channel(run.id), "metrics", live)
+        insert_event(session, run_channel(run.id), "metrics", live)
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
