@@ -67,9 +67,11 @@ def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
     assert series.json()["data"][0]["steps"] == [1, 2, 3]
     samples = httpx.get(f"{url}/api/v1/runs/{ok['id']}/samples", timeout=HTTP_TIMEOUT).json()
     assert samples["count"] == 12
-    logs = wait_for(lambda: [x["text"] for x in httpx.get(f"{url}/api/v1/runs/{ok['id']}/logs",
+    # both lines, not the first one seen: the log tail may be stored in more than one piece
+    logs = wait_for(lambda: len(lines := [x["text"] for x in httpx.get(f"{url}/api/v1/runs/{ok['id']}/logs",
                                                           params={"source": "job"}, timeout=HTTP_TIMEOUT).json()["data"]
-                             if x["text"] in ("step 3/3 score=1.000", "done")], 20, 0.5, "job log lines")
+                             if x["text"] in ("step 3/3 score=1.000", "done")]) >= 2 and lines, 120, 0.5,
+                    "both job log lines")
     assert logs == ["step 3/3 score=1.000", "done"]
 
     failed = wait_status(url, bad["id"], {"succeeded", "failed", "lost", "cancelled"})
