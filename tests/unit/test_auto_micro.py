@@ -73,11 +73,42 @@ def test_pinned_and_cut_dependent_losses_are_left_alone():
                    "critic.loss_agg_mode=seq-mean-token-sum-norm")
     p = auto_micro.plan(cfg, QWEN05, H200, 5 * GB, 2 * N_PARAMS)
     assert p.budgets["actor_update"] is None and p.budgets["critic_update"] is None
-    assert p.checkpointing == {"actor": True, "critic": True}
     assert any("pinned" in n for n in p.notes) and any("seq-mean-token-sum-norm" in n for n in p.notes)
+    # the micro-batches are kept, but on an H200 they fit without checkpointing
+    assert p.checkpointing == {"actor": False, "critic": False}
+    assert "actor gradient checkpointing off: its micro-batch (4096 tokens) fits without it" in p.notes
     auto_micro.apply(cfg, p)
     assert cfg.actor_rollout_ref.actor.ppo_max_token_len_per_gpu == 4096
     assert not cfg.critic.use_dynamic_bsz
+    assert not cfg.actor_rollout_ref.model.enable_gradient_checkpointing
+
+
+def w1_cfg(*extra):
+    from engine.bench.engine_run import engine_overrides
+    from engine.bench.workloads import WORKLOADS
+
+    return build_config(engine_overrides(WORKLOADS["w1"], "/nonexistent/model", "grpo", 4, "cuda") + list(extra))
+
+
+def test_w1_keeps_its_micro_batch_without_checkpointing():
+    """W1 (micro-batch 32 × 512 tokens): the budget is not twice the micro-batch, so 32 rows stay, but they fit
+    without recomputation: checkpointing goes off (it used to stay on whenever the micro-batch was kept)."""
+    cfg = w1_cfg()
+    assert cfg.actor_rollout_ref.model.enable_gradient_checkpointing  # the schema's default
+    p = auto_micro.plan(cfg, QWEN05, H200, 2 * GB, N_PARAMS)
+    assert p.budgets["actor_update"] is None
+    assert p.checkpointing == {"actor": False}
+    auto_micro.apply(cfg, p)
+    assert not cfg.actor_rollout_ref.model.enable_gradient_checkpointing
+    assert not cfg.actor_rollout_ref.actor.use_dynamic_bsz
+    assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 32
+    # a GPU where 32 × 512 tokens without recomputation do not fit: checkpointing stays on
+    small = auto_micro.plan(w1_cfg(), QWEN05, 24 * GB, 2 * GB, N_PARAMS)
+    assert small.budgets["actor_update"] is None and small.checkpointing == {"actor": True}
+    # checkpointing switched off by the user stays off
+    off = auto_micro.plan(w1_cfg("actor_rollout_ref.model.enable_gradient_checkpointing=False"), QWEN05, 24 * GB,
+                          2 * GB, N_PARAMS)
+    assert off.checkpointing == {"actor": False}
 
 
 def test_switch_exists_and_defaults_on():
