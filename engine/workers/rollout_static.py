@@ -35,6 +35,9 @@ import torch
 import torch.nn.functional as F
 
 ATTN_NAME = "rlstudio_static"
+# during a static decode call with the Triton decode attention on: the 0-d device tensor holding the number of
+# key positions the current step looks at (prompt length + tokens fed so far); None otherwise
+DECODE_KEYS: dict = {"n": None}
 
 
 def grouped_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -46,6 +49,10 @@ def grouped_attention(module, query, key, value, attention_mask, scaling=None, d
     n_kv = key.shape[1]
     if scaling is None:
         scaling = dim ** -0.5
+    if q_len == 1 and DECODE_KEYS["n"] is not None:  # set by StaticDecoder when the Triton kernel is on
+        from engine.workers.decode_attention import decode_attention
+
+        return decode_attention(query, key, value, attention_mask, DECODE_KEYS["n"], scaling), None
     if q_len == 1:
         group = n_q // n_kv
         q = query.view(bsz, n_kv, group, dim)  # head h reads KV head h // group (repeat_kv's order)
@@ -77,9 +84,11 @@ class StaticDecoder:
     """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
-                 compact_every: int = 32, compact_below: float = 0.5):
+                 compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = True):
         self.src = module
         self.cuda_graphs = cuda_graphs
+        self.triton_attention = triton_attention  # GPU, bf16/fp16: engine/workers/decode_attention.py
+        self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
         self.compile_blocks = compile_blocks
         self.compact_every = int(compact_every)  # 0: never drop finished rows
         self.compact_below = float(compact_below)  # compact once running rows ≤ this fraction of the batch
@@ -150,6 +159,47 @@ class StaticDecoder:
                 raise RuntimeError(f"static decode: {name} is not a gathered tensor (is the module unsharded?)")
         return self.twin
 
+    def _use_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """The Triton decode attention, on GPU in bf16/fp16, once it has agreed with the eager path on this
+        model's head shapes (checked once per device and dtype; a failure warns and keeps the eager path)."""
+        if not (self.triton_attention and device.type == "cuda" and dtype in (torch.bfloat16, torch.float16)):
+            return False
+        key = (str(device), dtype)
+        if key not in self._triton_checked:
+            self._triton_checked[key] = self._check_triton(device, dtype)
+        return self._triton_checked[key]
+
+    def _check_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
+        from engine.workers import decode_attention as da
+
+        if not da.available():
+            return False
+        cfg = self.twin.config
+        n_q = cfg.num_attention_heads
+        n_kv = getattr(cfg, "num_key_value_heads", None) or n_q
+        dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_q
+        try:
+            g = torch.Generator(device=device).manual_seed(0)
+            bsz, length = 5, 300
+            q = torch.randn(bsz, 1, n_q, dim, device=device, generator=g).to(dtype).transpose(1, 2)
+            k = torch.randn(bsz, n_kv, length, dim, device=device, generator=g).to(dtype)
+            v = torch.randn(bsz, n_kv, length, dim, device=device, generator=g).to(dtype)
+            valid = torch.rand(bsz, length, device=device, generator=g) > 0.2
+            worst = 0.0
+            for n in (1, 70, 129, length):
+                valid[:, n - 1] = True
+                mask = (valid & (torch.arange(length, device=device) < n))[:, None, None, :]
+                ref, _ = grouped_attention(None, q.float(), k.float(), v.float(), mask, scaling=dim ** -0.5)
+                out = da.decode_attention(q, k, v, mask, torch.tensor(n, device=device), dim ** -0.5)
+                worst = max(worst, (out.float() - ref).abs().max().item())
+            if worst > 3e-2:
+                raise RuntimeError(f"max |difference| {worst:.3g} against the eager attention")
+            return True
+        except Exception as exc:  # noqa: BLE001
+            warnings.warn(f"static decode: the Triton decode attention is off ({type(exc).__name__}: {exc}); "
+                          "using the eager grouped attention")
+            return False
+
     # ---- generation --------------------------------------------------------------------------------
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
@@ -157,10 +207,20 @@ class StaticDecoder:
                  do_sample: bool = True, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (responses [B, R] with pad after the first end token, log-probs [B, R] (0 after it))."""
+        try:
+            return self._generate(input_ids, attention_mask, position_ids, response_length, eos=eos,
+                                  pad_id=pad_id, min_new_tokens=min_new_tokens, do_sample=do_sample,
+                                  temperature=temperature, top_k=top_k, top_p=top_p)
+        finally:
+            DECODE_KEYS["n"] = None
+
+    def _generate(self, input_ids, attention_mask, position_ids, response_length, *, eos, pad_id,
+                  min_new_tokens, do_sample, temperature, top_k, top_p):
         from transformers import StaticCache
 
         twin = self.bind()
         device = input_ids.device
+        use_triton = self._use_triton(device, twin.model.embed_tokens.weight.dtype)
         bsz, plen = input_ids.shape
         total = plen + response_length
         cache = StaticCache(config=twin.config, max_cache_len=total)
@@ -227,6 +287,8 @@ class StaticDecoder:
         def decode_step() -> None:
             k = state["k"]  # feeds token k-1 at position last_pos + k, cache slot plen + k - 1
             mask = (state["valid"] & (key_pos <= plen - 1 + k)[None, :])[:, None, None, :]
+            if use_triton:  # the kernel reads only the plen + k positions written so far
+                DECODE_KEYS["n"] = k + plen
             out = twin(input_ids=state["tok"], position_ids=state["last_pos"] + k, attention_mask=mask,
                        past_key_values=cache, use_cache=True, logits_to_keep=1)
             sample_and_store(out.logits[:, -1])
@@ -304,5 +366,6 @@ class StaticDecoder:
         if state["rows"] is not None:
             responses.index_copy_(0, state["rows"], state["responses"])
             log_probs.index_copy_(0, state["rows"], state["log_probs"])
-        self.last_stats = {"steps": produced, "compactions": compactions}
+        self.last_stats = {"steps": produced, "compactions": compactions,
+                           "attention": "triton" if use_triton else "eager"}
         return responses, log_probs
