@@ -167,6 +167,8 @@ class StaticDecoder:
         key = (str(device), dtype)
         if key not in self._triton_checked:
             self._triton_checked[key] = self._check_triton(device, dtype)
+            if self._triton_checked[key]:
+                print(f"[rlstudio] static decode: Triton decode attention on ({device}, {dtype})", flush=True)
         return self._triton_checked[key]
 
     def _check_triton(self, device: torch.device, dtype: torch.dtype) -> bool:

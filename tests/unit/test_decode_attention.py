@@ -43,7 +43,7 @@ CHECK = textwrap.dedent("""
 def test_kernel_matches_eager_attention_in_the_triton_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run([sys.executable, "-c", CHECK], env=env, cwd=root, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", CHECK], check=False, env=env, cwd=root, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     worst = float(run.stdout.split("WORST")[-1])
