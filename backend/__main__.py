@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {k: v for k, v in {"host": args.host, "port": args.port, "data_dir": args.data_dir}.items()
                  if v is not None}
     settings = Settings(**overrides)
+    own_log = logging.getLogger("rlstudio")
+    own_log.setLevel(settings.log_level.upper())
+    own_log.addHandler(logging.StreamHandler())
+    own_log.handlers[-1].setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     notice = ensure_api_token(settings)  # before the app exists: no request is ever served without it
     if notice:
         print(notice, flush=True)

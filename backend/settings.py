@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     job_workdir: Path | None = None  # the job's working directory (relative data paths); default: cwd
     job_stop_grace_s: float = 3.0
     poll_interval_s: float = 0.5
+    # rlstudio's own log lines (dispatch: submitted, pending on Ray, re-attached, ...) on the console at this
+    # level and above; the default keeps the console to warnings and the click-here banner.
+    log_level: str = "WARNING"
     # The live feed keeps events this long: an SSE client may resume from any event younger than that.
     events_retention_s: float = 7 * 24 * 3600
 

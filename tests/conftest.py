@@ -4,6 +4,15 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (item.rep_setup / rep_call / rep_teardown), so that a fixture's
+    teardown can add what it knows to the report of a test that failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory):
     """One real Ray head (`ray start --head`: token auth, 127.0.0.1, its own ports), started on first use and

@@ -75,6 +75,7 @@ class Dispatcher:
         self._ready = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._followers: dict[int, asyncio.Task] = {}
+        self._pending_said: dict[int, str] = {}
 
     # ------------------------------------------------------------------------------------------- life
     def describe(self) -> str:
@@ -232,6 +233,9 @@ class Dispatcher:
         if status is None:
             return
         if status in (RunStatus.starting, RunStatus.running):
+            if status == RunStatus.starting and info.message and self._pending_said.get(run.id) != info.message:
+                self._pending_said[run.id] = info.message  # what Ray says a pending job waits for, said once
+                log.info("run %s: Ray job %s is pending: %s", run.id, run.submission_id, info.message)
             if run.id not in self._followers:
                 self._followers[run.id] = asyncio.create_task(self._follow_logs(run.id, run.submission_id))
             if status == RunStatus.running and run.status == RunStatus.starting:

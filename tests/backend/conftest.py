@@ -73,7 +73,8 @@ class Server:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RLSTUDIO_")}
-        self.env.update(RLSTUDIO_FRONTEND_DIR=str(data_dir / "no-ui"), **(env or {}))
+        # rlstudio's own info lines (dispatch: submitted, pending on Ray) in the log a failed test prints
+        self.env.update(RLSTUDIO_FRONTEND_DIR=str(data_dir / "no-ui"), RLSTUDIO_LOG_LEVEL="INFO", **(env or {}))
         self.process: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
 
@@ -121,9 +122,14 @@ class Server:
     def kill9(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def print_logs(self, chars: int = 6000) -> None:
+        for path in (self.log_path, self.data_dir / "ray" / "head.log"):
+            if path.exists():
+                print(f"----- {path} (last {chars} characters)\n{path.read_text(errors='replace')[-chars:]}")
+
 
 @pytest.fixture
-def server_factory(tmp_path):
+def server_factory(tmp_path, request):
     servers: list[Server] = []
 
     def make(data_dir: Path | None = None, env: dict[str, str] | None = None, port: int | None = None) -> Server:
@@ -134,6 +140,34 @@ def server_factory(tmp_path):
     yield make
     for server in servers:
         server.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:  # what the servers and their Ray heads said, in the failure report
+        for server in servers:
+            server.print_logs()
+
+
+TERMINAL = {"succeeded", "failed", "lost", "cancelled"}
+
+
+def run_state(url: str, run_id: int) -> dict:
+    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
+
+
+def wait_status(url: str, run_id: int, statuses: set[str], timeout: float = 600.0, interval: float = 0.3) -> dict:
+    """The run's record once its status is one of `statuses`. A run that ends in another status can never get
+    there: that fails at once, with its error and log tail, instead of waiting out the hang guard."""
+    deadline = time.monotonic() + timeout
+    record: dict = {}
+    while time.monotonic() < deadline:
+        record = run_state(url, run_id)
+        if record["status"] in statuses:
+            return record
+        if record["status"] in TERMINAL:
+            raise AssertionError(f"run {run_id} ended `{record['status']}` while the test waited for {statuses}: "
+                                 f"error={record.get('error')!r}; log tail: {(record.get('log_tail') or '')[-2000:]}")
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for run {run_id} -> {statuses}; it is "
+                         f"`{record.get('status')}` (submission {record.get('submission_id')})")
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):

@@ -15,13 +15,11 @@ import httpx
 import pytest
 
 from backend.services.ray_head import LocalRayHead, process_start_time
-from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(not (REPO / "engine" / "models" / "tiny_assets").is_dir(),
                                  reason="the engine's built-in tiny model is not shipped (engine/models/tiny_assets)")]
-
-TERMINAL = {"succeeded", "failed", "lost", "cancelled"}
 
 
 def server_env(hold: Path, **extra) -> dict[str, str]:
@@ -48,15 +46,6 @@ def launch_demo(url: str, steps: int, name: str) -> dict:
         timeout=60)
     assert created.status_code == 201, created.text
     return created.json()
-
-
-def run_state(url: str, run_id: int) -> dict:
-    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
-
-
-def wait_status(url: str, run_id: int, statuses: set[str], timeout: float = 600) -> dict:
-    return wait_for(lambda: (r := run_state(url, run_id))["status"] in statuses and r, timeout, 0.5,
-                    f"run {run_id} -> {statuses}")
 
 
 def wait_held(hold: Path, step: int, timeout: float = 600) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # every test dispatches real Ray jobs (the shared head or its own)
 
@@ -32,15 +32,6 @@ def launch(url, *overrides, name="r"):
     return r.json()
 
 
-def run_state(url, run_id):
-    return httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
-
-
-def wait_status(url, run_id, statuses, timeout=600):  # a hang guard, not a speed check
-    return wait_for(lambda: (r := run_state(url, run_id))["status"] in statuses and r, timeout, 0.3,
-                    f"run {run_id} -> {statuses}")
-
-
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -59,7 +50,7 @@ def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
     url = server.url
     ok = launch(url, "trainer.total_training_steps=3", name="ok")
     bad = launch(url, "trainer.total_training_steps=2", "+trainer.tiny_fail=true", name="bad")
-    done = wait_status(url, ok["id"], {"succeeded", "failed", "lost", "cancelled"})
+    done = wait_status(url, ok["id"], TERMINAL)
     assert done["status"] == "succeeded", done
     assert done["submission_id"].startswith(f"rlstudio-run-{ok['id']}-")
     assert done["progress_step"] == 3 and done["progress_total"] == 3 and done["started_at"] and done["finished_at"]
@@ -74,7 +65,7 @@ def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
                     "both job log lines")
     assert logs == ["step 3/3 score=1.000", "done"]
 
-    failed = wait_status(url, bad["id"], {"succeeded", "failed", "lost", "cancelled"})
+    failed = wait_status(url, bad["id"], TERMINAL)
     assert failed["status"] == "failed", failed
     assert failed["error"] and "failing on purpose" in (failed["log_tail"] or ""), failed
 
@@ -101,7 +92,7 @@ def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):
     wait_for(lambda: not any(alive(p) for p in pids), 10 - (time.monotonic() - started), 0.1, "the run's processes")
     assert time.monotonic() - started <= 10
     # and then the queued run goes
-    assert wait_status(url, queued["id"], {"succeeded", "failed", "lost", "cancelled"})["status"] == "succeeded"
+    assert wait_status(url, queued["id"], TERMINAL)["status"] == "succeeded"
     assert run_state(url, long["id"])["status"] == "cancelled"
     assert httpx.delete(f"{url}/api/v1/runs/{long['id']}", timeout=HTTP_TIMEOUT).status_code == 204
     assert not (Path(server.data_dir) / "runs" / str(long["id"])).exists()
@@ -126,7 +117,7 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):  # start
     assert leftover == [], f"Ray processes of the owned head survived the server: {leftover}"
 
     server.start()
-    lost = wait_status(server.url, run["id"], {"lost", "failed", "succeeded", "cancelled"})
+    lost = wait_status(server.url, run["id"], TERMINAL)
     assert lost["status"] == "lost" and "shut down and stopped its local Ray head" in lost["error"], lost
 
 
@@ -150,7 +141,7 @@ def test_spool_of_a_job_that_ended_while_the_server_was_down_is_replayed(server_
 
     server.start()
     server.wait_dispatch_ready()
-    done = wait_status(server.url, run["id"], {"succeeded", "failed", "lost", "cancelled"})
+    done = wait_status(server.url, run["id"], TERMINAL)
     assert done["status"] == "succeeded", done
     series = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/metrics", params={"key": "critic/score/mean"},
                        timeout=HTTP_TIMEOUT).json()

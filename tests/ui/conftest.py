@@ -16,10 +16,13 @@ import pytest
 
 from tests.ui.seed import Api
 
-# The machine is shared (2 cores, other jobs): a page may take more than Playwright's default 5 s to settle.
+# Every wait in these tests is for a state (an element, a URL); its timeout is only a hang guard. On a shared
+# 2-core machine (the suite's other workers, a Ray head starting) a page can take far longer than Playwright's
+# defaults (5 s for expect, 30 s for actions) to settle: it failed once at load average 19 with 15 s.
 from playwright.sync_api import expect  # noqa: E402
 
-expect.set_options(timeout=15_000)
+HANG_GUARD_MS = 90_000
+expect.set_options(timeout=HANG_GUARD_MS)
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
@@ -141,11 +144,19 @@ def browser():
 @pytest.fixture
 def page(browser, request):
     context = browser.new_context(viewport={"width": 1400, "height": 900}, color_scheme="light")
+    context.set_default_timeout(HANG_GUARD_MS)
+    context.set_default_navigation_timeout(HANG_GUARD_MS)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.errors = errors  # type: ignore[attr-defined]
     yield pg
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:  # what the page showed when the test failed
+        try:
+            print(f"page at failure: {pg.url} -> {shot(pg, 'failed-' + request.node.name)}")
+        except Exception as exc:  # noqa: BLE001 - a closed or crashed page: the report has the rest
+            print(f"no screenshot of the failed page: {exc}")
     context.close()
 
 

@@ -107,7 +107,7 @@ def test_samples_page_follows_a_live_run_and_pauses(page, server):
     expect(page.locator("[data-live]")).to_have_attribute("data-live", "following")
     expect(page.locator("[data-live]")).to_contain_text("● live")
     server.api.samples(run, answers(4, range(3), scores))
-    expect(page.locator("label[for=step-slider]")).to_have_text("Step 4", timeout=20_000)  # no reload
+    expect(page.locator("label[for=step-slider]")).to_have_text("Step 4")  # no reload
     expect(page.locator(".sample-card")).to_have_count(6)
     page.get_by_role("button", name="Pause").click()
     expect(page).to_have_url(re.compile(r"live=0"))
@@ -117,7 +117,7 @@ def test_samples_page_follows_a_live_run_and_pauses(page, server):
     page.get_by_role("button", name="Follow the newest step").click()
     expect(page.locator("label[for=step-slider]")).to_have_text("Step 6")
     server.api.status(run, "succeeded")
-    expect(page.locator("[data-live]")).to_have_count(0, timeout=20_000)  # finished: nothing left to follow
+    expect(page.locator("[data-live]")).to_have_count(0)  # finished: nothing left to follow
     assert not page.errors
 
 

@@ -46,7 +46,7 @@ def test_runs_table_updates_live(page, server):
     expect(row.locator("[data-status]")).to_have_text("running")
     server.api.metrics(run, step_metrics(3, 10, random.Random(1)))
     server.api.status(run, "succeeded")
-    expect(row.locator("[data-status]")).to_have_text("succeeded", timeout=10_000)  # via SSE, no reload
+    expect(row.locator("[data-status]")).to_have_text("succeeded")  # via SSE, no reload
     expect(row).to_contain_text("3 / 10")
     shot(page, "runs-table")
     assert not page.errors
@@ -62,8 +62,7 @@ def test_run_charts_grow_and_click_opens_samples(page, server):
     for s in range(6, 11):  # the run trains on: points arrive over SSE and are appended to the traces
         server.api.metrics(run, step_metrics(s, 20, rng))
         time.sleep(0.2)
-    page.wait_for_function(f"() => Number(document.querySelector('[data-chart=\"score\"]').dataset.points) >= {before + 10}",
-                           timeout=15_000)
+    page.wait_for_function(f"() => Number(document.querySelector('[data-chart=\"score\"]').dataset.points) >= {before + 10}")
     expect(page.locator(".log-tail")).to_contain_text("Step 5")
     shot(page, "run-page")
     page.emulate_media(color_scheme="dark")  # follows the system scheme
