@@ -55,8 +55,8 @@ def hf_options(rollout_cfg, device: str) -> dict:
     cache + CUDA graphs, engine/workers/rollout_static.py; the default on GPU) or generate (transformers'
     `generate`; the default on CPU); `cuda_graphs` = true/false and `compile` = true/false (torch.compile of
     the decode step's norms and MLPs; default true on GPU), `triton_attention` = true/false (the one-kernel decode
-    attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only; default true) — all static decode
-    only; `compact_every` = N (default
+    attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only; default false until it has been
+    timed on a GPU) — all static decode only; `compact_every` = N (default
     32, 0 = off): every N decode steps, drop the rows that have ended from the static decoder's batch and KV cache
     once at most half are still running."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
@@ -75,7 +75,7 @@ def hf_options(rollout_cfg, device: str) -> dict:
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.compact_every={opts.get('compact_every')!r}: "
                          "use a number of decode steps ≥ 0 (0 turns compaction off)")
     return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda"),
-            "compact_every": compact_every, "triton_attention": flag("triton_attention", True)}
+            "compact_every": compact_every, "triton_attention": flag("triton_attention", False)}
 
 
 class HFRollout:

@@ -84,7 +84,7 @@ class StaticDecoder:
     """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
-                 compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = True):
+                 compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False):
         self.src = module
         self.cuda_graphs = cuda_graphs
         self.triton_attention = triton_attention  # GPU, bf16/fp16: engine/workers/decode_attention.py
