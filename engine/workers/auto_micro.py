@@ -145,7 +145,7 @@ def plan(cfg, shape: Shape, total_bytes: float, used_bytes: float, trainable_par
         fits = bool(kept) and kept * free_bpt <= max(0.0, available)
         checkpointing[role] = gc_on and not fits
         if gc_on and fits:
-            notes.append(f"{role} gradient checkpointing off: its micro-batch ({kept} tokens) fits without it")
+            notes.append(f"{role} keeps its micro-batch ({kept} tokens), which fits without checkpointing")
 
     def forward(name: str, section, micro: int | None, lm_head: bool):
         if section.log_prob_use_dynamic_bsz if hasattr(section, "log_prob_use_dynamic_bsz") else section.use_dynamic_bsz:

@@ -76,7 +76,7 @@ def test_pinned_and_cut_dependent_losses_are_left_alone():
     assert any("pinned" in n for n in p.notes) and any("seq-mean-token-sum-norm" in n for n in p.notes)
     # the micro-batches are kept, but on an H200 they fit without checkpointing
     assert p.checkpointing == {"actor": False, "critic": False}
-    assert "actor gradient checkpointing off: its micro-batch (4096 tokens) fits without it" in p.notes
+    assert "actor keeps its micro-batch (4096 tokens), which fits without checkpointing" in p.notes
     auto_micro.apply(cfg, p)
     assert cfg.actor_rollout_ref.actor.ppo_max_token_len_per_gpu == 4096
     assert not cfg.critic.use_dynamic_bsz
