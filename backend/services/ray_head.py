@@ -216,7 +216,10 @@ class LocalRayHead:
         ports = dict(zip(PORT_FLAGS, self._choose_ports()))
         args = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                 "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
-                "--disable-usage-stats", "--include-dashboard", "true"]
+                "--disable-usage-stats", "--include-dashboard", "true",
+                # workers bind ports the OS picks: Ray's default range (10002-19999) is the same for every
+                # cluster on the machine, so a second one (the user's, a test's) would hand out the same ports
+                "--min-worker-port", "0", "--max-worker-port", "0"]
         for flag, port in ports.items():
             args += [flag, str(port)]
         if self.num_cpus is not None:

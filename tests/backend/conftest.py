@@ -216,7 +216,7 @@ class SSEReader:
                     field, _, value = line.partition(":")
                     event[field] = value.removeprefix(" ")
 
-    def wait(self, predicate, timeout: float = 10.0):
+    def wait(self, predicate, timeout: float = 120.0):  # a hang guard: events arrive when they arrive
         return wait_for(lambda: [e for e in self.events if predicate(e)], timeout, 0.02, "SSE events")
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from backend.client import ApiError, Client, RunFailed, WaitTimeout, format_table, parse_grid
 from backend.client.sweep import combinations, short_names, split_top_level
-from tests.backend.conftest import PY, REPO, Server
+from tests.backend.conftest import HTTP_TIMEOUT, PY, REPO, Server
 from tests.backend.test_dispatch import dispatch_env
 
 TOKEN = "client-test-token"
@@ -45,7 +45,7 @@ def recorded_run(client: Client, name: str, experiment: str, overrides=("trainer
 
 
 def ingest(url: str, run, path: str, body: dict) -> None:
-    response = httpx.post(f"{url}/api/v1/runs/{run.id}/{path}", json=body, timeout=30,
+    response = httpx.post(f"{url}/api/v1/runs/{run.id}/{path}", json=body, timeout=HTTP_TIMEOUT,
                           headers={"Authorization": f"Bearer {run.ingest_token}"})
     assert response.status_code == 200, response.text
 

@@ -146,7 +146,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
     assert stored_samples == samples
 
     server.stop()  # the second server stops the head it adopted, with everything the first one started
-    wait_for(lambda: not still_alive(first_server_processes), 30, 0.5, "the first server's Ray processes to end")
+    wait_for(lambda: not still_alive(first_server_processes), 120, 0.5, "the first server's Ray processes to end")
     assert LocalRayHead(data).read_record() is None
 
 
@@ -159,7 +159,7 @@ def test_kill9_server_and_its_head_makes_the_run_lost_with_the_reason(server_fac
     server.kill9()
     os.killpg(head.pid, signal.SIGKILL)  # the head dies as well (the machine rebooted, the OOM killer...)
     (hold / "step-1").unlink()
-    wait_for(lambda: not still_alive(doomed), 60, 0.5, "the dead head's processes to end")
+    wait_for(lambda: not still_alive(doomed), 120, 0.5, "the dead head's processes to end")
 
     server.start()
     server.wait_dispatch_ready(300)

@@ -8,7 +8,7 @@ import textwrap
 
 import httpx
 
-from tests.backend.conftest import REPO, wait_for
+from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_for
 
 STEPS, KEYS, SAMPLES = 60, 20, 8
 KILL_AT, RESTART_AT = 10, 20  # the logging script holds at these steps until the test has acted
@@ -88,7 +88,7 @@ def test_logger_survives_server_kill9(server_factory, tmp_path):
         assert (control / name).exists(), f"the logger script ended early:\n{proc.stdout.read()}"
 
     script_says("delivered")  # held at step KILL_AT with everything so far on the server
-    assert httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=5).json()["progress_step"] == KILL_AT
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=HTTP_TIMEOUT).json()["progress_step"] == KILL_AT
     server.kill9()
     (control / "server-killed").touch()
     script_says("spooled")  # held at step RESTART_AT: the steps since the kill went to the spool
@@ -100,27 +100,27 @@ def test_logger_survives_server_kill9(server_factory, tmp_path):
     assert spooled > 0, f"the logger never had to spool; the kill did not happen mid-run?\n{out}"
 
     url = f"{server.url}/api/v1"
-    run = httpx.get(f"{url}/runs/{run_id}", timeout=5).json()
+    run = httpx.get(f"{url}/runs/{run_id}", timeout=HTTP_TIMEOUT).json()
     assert run["status"] == "succeeded" and run["source"] == "external" and run["name"] == "by-hand"
     assert run["resolved_config"]["trainer"]["project_name"] == "cli-project"
-    experiment = httpx.get(f"{url}/experiments/{run['experiment_id']}", timeout=5).json()
+    experiment = httpx.get(f"{url}/experiments/{run['experiment_id']}", timeout=HTTP_TIMEOUT).json()
     assert experiment["name"] == "cli-project"
-    keys = httpx.get(f"{url}/runs/{run_id}/metrics/keys", timeout=5).json()["data"]
+    keys = httpx.get(f"{url}/runs/{run_id}/metrics/keys", timeout=HTTP_TIMEOUT).json()["data"]
     assert len(keys) == KEYS + 3
-    series = httpx.get(f"{url}/runs/{run_id}/metrics", params={"max_points": 100_000}, timeout=30).json()["data"]
+    series = httpx.get(f"{url}/runs/{run_id}/metrics", params={"max_points": 100_000}, timeout=HTTP_TIMEOUT).json()["data"]
     for s in series:
         assert s["steps"] == list(range(1, STEPS + 1)), s["key"]  # every step once, none twice
     by_key = {s["key"]: s for s in series}
     assert by_key["k/3"]["values"] == [float(step * 3) for step in range(1, STEPS + 1)]
     assert by_key["actor/pg_loss"]["values"][6] == "NaN"
-    samples = httpx.get(f"{url}/runs/{run_id}/samples", params={"limit": 1000}, timeout=30).json()
+    samples = httpx.get(f"{url}/runs/{run_id}/samples", params={"limit": 1000}, timeout=HTTP_TIMEOUT).json()
     assert samples["count"] == STEPS * SAMPLES
     positions = {(s["step"], s["sample_index"]) for s in samples["data"]}
     assert len(positions) == STEPS * SAMPLES
     assert {s["response"] for s in samples["data"]} == {f"a{t}-{j}" for t in range(1, STEPS + 1)
                                                         for j in range(SAMPLES)}
     assert samples["data"][0]["extras"] == {"acc": 1} and samples["data"][0]["advantages"] == [0.1, 0.2]
-    logs = httpx.get(f"{url}/runs/{run_id}/logs", params={"limit": 1000}, timeout=5).json()
+    logs = httpx.get(f"{url}/runs/{run_id}/logs", params={"limit": 1000}, timeout=HTTP_TIMEOUT).json()
     assert [x["text"] for x in logs["data"]] == [f"step {t}" for t in range(1, STEPS + 1)]
     assert not list(spool.rglob("*.jsonl")), "the spool is emptied once delivered"
 
@@ -136,9 +136,9 @@ def test_logger_refuses_other_runs_and_bad_server(server_factory, tmp_path):
     wrong.log_metrics(1, {"x": 1.0})
     assert wrong.flush(10)
     wrong.close()
-    assert httpx.get(f"{server.url}/api/v1/runs/{run_b}/metrics/keys", timeout=5).json()["count"] == 0
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_b}/metrics/keys", timeout=HTTP_TIMEOUT).json()["count"] == 0
     right = DashboardLogger(server.url, run_a, token_a, str(tmp_path / "s"), quiet=True)
     right.log_metrics(1, {"x": 1.0})
     assert right.flush(10)
     right.close()
-    assert httpx.get(f"{server.url}/api/v1/runs/{run_a}/metrics/keys", timeout=5).json()["data"] == ["x"]
+    assert httpx.get(f"{server.url}/api/v1/runs/{run_a}/metrics/keys", timeout=HTTP_TIMEOUT).json()["data"] == ["x"]

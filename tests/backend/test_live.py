@@ -5,17 +5,17 @@ import time
 
 import httpx
 
-from tests.backend.conftest import SSEReader
+from tests.backend.conftest import HTTP_TIMEOUT, SSEReader
 
 
 def make_run(url: str) -> dict:
-    r = httpx.post(f"{url}/api/v1/runs", json={"name": "live", "launch": False}, timeout=30)
+    r = httpx.post(f"{url}/api/v1/runs", json={"name": "live", "launch": False}, timeout=HTTP_TIMEOUT)
     assert r.status_code == 201, r.text
     return r.json()
 
 
 def post_points(url, run, steps, key="critic/score/mean"):
-    r = httpx.post(f"{url}/api/v1/runs/{run['id']}/metrics", timeout=10,
+    r = httpx.post(f"{url}/api/v1/runs/{run['id']}/metrics", timeout=HTTP_TIMEOUT,
                    headers={"Authorization": f"Bearer {run['ingest_token']}"},
                    json={"points": [{"key": key, "step": s, "value": s / 10} for s in steps]})
     assert r.status_code == 200, r.text
@@ -50,9 +50,9 @@ def test_sse_delivery_and_resume(server_factory):
     # while nobody listens: more points, a log line and a status change
     post_points(url, run, range(10, 20))
     httpx.post(f"{url}/api/v1/runs/{run['id']}/logs", json={"lines": [{"seq": 0, "text": "hello"}]},
-               headers={"Authorization": f"Bearer {run['ingest_token']}"}, timeout=10)
+               headers={"Authorization": f"Bearer {run['ingest_token']}"}, timeout=HTTP_TIMEOUT)
     httpx.post(f"{url}/api/v1/runs/{run['id']}/status", json={"status": "succeeded"},
-               headers={"Authorization": f"Bearer {run['ingest_token']}"}, timeout=10)
+               headers={"Authorization": f"Bearer {run['ingest_token']}"}, timeout=HTTP_TIMEOUT)
 
     resumed = SSEReader(f"{url}/api/v1/runs/{run['id']}/events", headers={"Last-Event-ID": str(last_seen)})
     resumed.wait(lambda e: e.get("event") == "status" and e["data"]["status"] == "succeeded")
@@ -68,4 +68,4 @@ def test_sse_delivery_and_resume(server_factory):
     replay.close()
     runs_feed.wait(lambda e: e["data"].get("id") == run["id"] and e["data"].get("status") == "succeeded")
     runs_feed.close()
-    assert httpx.get(f"{url}/api/v1/runs/999/events", timeout=5).status_code == 404
+    assert httpx.get(f"{url}/api/v1/runs/999/events", timeout=HTTP_TIMEOUT).status_code == 404

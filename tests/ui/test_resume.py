@@ -94,7 +94,7 @@ def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, dispatch_ser
         child = [t for t in traces if not t["name"].startswith(parent_name)]
         return (parent, child) if parent and child and all(len(t["x"]) == 2 for t in traces) else None
 
-    parent, child = wait_until(score_traces, 60, "the score chart to show the parent's and the child's steps")
+    parent, child = wait_until(score_traces, 300, "the score chart to show the parent's and the child's steps")
     assert len(parent) == len(child), (parent, child)  # the same keys for both
     assert all(t["x"] == [1, 2] for t in parent), parent
     assert all(t["x"] == [3, 4] for t in child), child
