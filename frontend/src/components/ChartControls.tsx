@@ -1,5 +1,6 @@
 /** Smoothing, x axis and log-y, kept in the URL so a view is a shareable link. */
 import { useSearchParams } from "react-router-dom";
+import { URL_CONTROL } from "../lib/urlControl";
 
 export interface ChartOptions {
   smoothing: number;
@@ -25,7 +26,7 @@ export function useChartOptions(): [ChartOptions, (o: Partial<ChartOptions>) => 
       if (merged.logY) next.set("logy", "1");
       else next.delete("logy");
       return next;
-    }, { replace: true });
+    }, URL_CONTROL);
   };
   return [options, set];
 }

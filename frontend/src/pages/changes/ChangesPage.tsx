@@ -11,6 +11,7 @@ import { PageTitle } from "../../components/Layout";
 import { Empty, QueryState } from "../../components/States";
 import { compare, resultsAt, sortChanges, strips, type ChangeKind, type ChangeSort, type PromptResult } from "../../lib/changes";
 import { fmtNum } from "../../lib/format";
+import { URL_CONTROL } from "../../lib/urlControl";
 
 const KINDS: { id: ChangeKind; label: string; className: string }[] = [
   { id: "newly-solved", label: "newly solved", className: "good" },
@@ -47,7 +48,7 @@ export function ChangesPage() {
       else next.set(k, v);
     }
     return next;
-  }, { replace: true });
+  }, URL_CONTROL);
 
   const result = useMemo(() => {
     if (!rowsA.data || stepA === null || stepB === null) return null;

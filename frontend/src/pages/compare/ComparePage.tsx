@@ -14,6 +14,7 @@ import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
 import { best, lastFinite } from "../../lib/series";
+import { URL_CONTROL } from "../../lib/urlControl";
 
 const COMPARE_QUERY = chartQuery(COMPARE_CHARTS);
 
@@ -37,7 +38,7 @@ export function ComparePage() {
     if (next.length) p.set("runs", next.join(","));
     else p.delete("runs");
     return p;
-  }, { replace: true });
+  }, URL_CONTROL);
   const [options, setOptions] = useChartOptions();
   const runQueries = useRunsById(ids);
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);

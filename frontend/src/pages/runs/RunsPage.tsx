@@ -11,6 +11,7 @@ import { Empty, ErrorBox, Loading } from "../../components/States";
 import { klKey, runAlarms, KL_KEYS, SKIP_KEYS, type SampleLike } from "../../lib/alarms";
 import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
 import { fromApi, lastFinite, type Series } from "../../lib/series";
+import { URL_CONTROL } from "../../lib/urlControl";
 
 const STATUSES: RunStatus[] = ["queued", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
 const HEALTH_KEYS = ["critic/score/mean", ...KL_KEYS, "critic/values/std", "response_length/clip_ratio",
@@ -31,7 +32,7 @@ function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | nul
       if (v) next.set(k, v);
       else next.delete(k);
       return next;
-    }, { replace: true });
+    }, URL_CONTROL);
   return [filters, params, set];
 }
 

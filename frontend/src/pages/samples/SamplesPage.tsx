@@ -21,6 +21,7 @@ import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
 import { SampleTable } from "./SampleTable";
+import { URL_CONTROL } from "../../lib/urlControl";
 
 const PAGE = 200;
 type View = "list" | "groups" | "table";
@@ -85,7 +86,7 @@ export function SamplesPage() {
       }
       if (!("page" in patch)) next.delete("page");
       return next;
-    }, { replace: true });
+    }, URL_CONTROL);
 
   const data = samples.data?.data ?? [];
   const sources = useMemo(() => [...new Set(data.map((s) => s.data_source).filter(Boolean))] as string[], [data]);

@@ -16,6 +16,7 @@ import { DiffText, ModelText } from "../../components/Text";
 import { isTrajectory } from "../../lib/conversation";
 import { pairFor, type Pairing } from "../../lib/pairSteps";
 import { side, wordDiff } from "../../lib/wordDiff";
+import { URL_CONTROL } from "../../lib/urlControl";
 
 interface PaneRef { runId: number | null; step: number | null }
 
@@ -89,7 +90,7 @@ export function SideBySidePage() {
         else next.set(k, v);
       }
       return next;
-    }, { replace: true });
+    }, URL_CONTROL);
 
   // Keys move from the position in the URL as it is now, not as of the last render: a second key pressed
   // before React re-renders must not start again from the old position.
