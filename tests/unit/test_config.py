@@ -105,6 +105,7 @@ def test_named_configs_validate():
     ppo = build_config([], config_name="demo_ppo")  # the seed's four roles: critic on, KL to the reference in the reward
     assert ppo.algorithm.adv_estimator == "gae" and ppo.critic.enable and ppo.algorithm.use_kl_in_reward
     assert ppo.actor_rollout_ref.rollout.n == 1 and ppo.algorithm.kl_ctrl.type == "adaptive"
+    assert 0.01 <= ppo.algorithm.kl_ctrl.target_kl <= 0.1  # steered inside the seed's healthy reward-KL band
     with pytest.raises(ConfigError, match="Available: .*demo"):
         build_config([], config_name="nope")
 
