@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--data-dir", type=Path, help="database, run directories (default ./.rlstudio)")
     parser.add_argument("--demo", action="store_true",
-                        help="launch the tiny arithmetic demo run on start unless one already exists")
+                        help="launch the tiny arithmetic demo run (the seed's PPO, preset demo_ppo) on start "
+                        "unless one already exists")
     parser.add_argument("--log-level", default="info")
     # every ingest request would print a line (several a second while a run trains) and scroll the URL away
     parser.add_argument("--access-log", action="store_true", help="print one line per HTTP request (off by default)")

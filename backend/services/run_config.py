@@ -13,6 +13,9 @@ from engine.config.loader import CONFIG_DIR, canonical_nested, check_keys, load_
 from engine.config.overrides import Override
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+# The first demo: what `python -m backend --demo` launches and the New run form opens on (the presets API says so
+# in its `demo` field). The seed's PPO with all four roles; the GRPO demo (`demo`) is the second preset.
+DEMO_PRESET = "demo_ppo"
 
 
 class RunConfigError(ValueError):

@@ -266,7 +266,10 @@ def test_config_schema_and_presets(client):
 
     assert client.get(f"{API}/config/schema").json() == json_schema()
     presets = client.get(f"{API}/config/presets").json()
-    assert "demo" in [p["name"] for p in presets["data"]]
+    assert {"demo", "demo_ppo"} <= {p["name"] for p in presets["data"]}
+    # the first demo (what --demo launches, what the New run form opens on) is the seed's PPO; GRPO is the second
+    assert presets["demo"] == "demo_ppo"
+    assert client.get(f"{API}/config/presets/demo_ppo").json()["config"]["algorithm"]["adv_estimator"] == "gae"
     assert client.get(f"{API}/config/presets/demo").json()["config"]["algorithm"]["adv_estimator"] == "grpo"
     tool_use = client.get(f"{API}/config/presets/calculator_tool_use").json()["config"]  # the New run form's preset
     assert tool_use["actor_rollout_ref"]["model"]["path"] == "builtin:tiny-calc"

@@ -24,7 +24,7 @@ def points(page, chart="score") -> int:
 def test_launch_demo_from_form_watch_samples_side_by_side_compare(page, dispatch_server):
     srv = dispatch_server
     page.goto(srv.url + "/runs/new")
-    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('[data-preset="demo_ppo"]')).to_have_attribute("aria-pressed", "true")  # the first demo
     page.locator("#run-name").fill("demo-from-form")
     page.locator('[data-key="trainer.total_training_steps"]').fill(str(STEPS))
     page.get_by_role("button", name="Launch run").click()

@@ -168,9 +168,9 @@ def test_compare_two_runs_config_diff(page, server):
 
 def test_new_run_form_paste_and_inline_server_error(page, server):
     page.goto(server.url + "/runs/new")
-    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('[data-preset="demo_ppo"]')).to_have_attribute("aria-pressed", "true")  # the first demo: PPO
     batch = page.locator('[data-key="data.train_batch_size"]')
-    expect(batch).to_have_value("32")
+    expect(batch).to_have_value("256")
     page.locator("#paste-command").fill(
         "PYTHONUNBUFFERED=1 python3 -m verl.trainer.main_ppo \\\n data.train_batch_size=16 \\\n"
         " actor_rollout_ref.actor.optim.lr=3e-4 trainer.logger=['console'] 2>&1 | tee log.txt")
@@ -178,13 +178,14 @@ def test_new_run_form_paste_and_inline_server_error(page, server):
     # a whole command means verl's defaults underneath, and the page says so; one click lays it over the demo
     status = page.get_by_role("status").filter(has_text="values filled")
     expect(status).to_contain_text("3 values filled over verl's defaults")
-    expect(page.locator("[data-paste-replaced=demo]")).to_be_visible()
-    page.get_by_role("button", name=re.compile("Lay the command over Tiny arithmetic demo")).click()
-    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")
-    expect(status).to_contain_text("3 values filled over the preset Tiny arithmetic demo")
+    expect(page.locator("[data-paste-replaced=demo_ppo]")).to_be_visible()
+    page.get_by_role("button", name=re.compile("Lay the command over Tiny arithmetic demo · PPO")).click()
+    expect(page.locator('[data-preset="demo_ppo"]')).to_have_attribute("aria-pressed", "true")
+    expect(status).to_contain_text("3 values filled over the preset Tiny arithmetic demo · PPO")
     kept = page.locator("[data-paste-kept] li")
-    expect(kept.filter(has_text="algorithm.adv_estimator=grpo")).to_have_count(1)
-    expect(kept.filter(has_text="actor_rollout_ref.rollout.n=8")).to_have_count(1)
+    # the preset's values that differ from the defaults (gae and n=1 are verl's defaults too)
+    expect(kept.filter(has_text="algorithm.use_kl_in_reward=true")).to_have_count(1)
+    expect(kept.filter(has_text="algorithm.kl_ctrl.target_kl=0.08")).to_have_count(1)
     expect(kept.filter(has_text="data.train_batch_size")).to_have_count(0)  # the command set that one
     expect(batch).to_have_value("16")
     expect(page.locator('[data-key="actor_rollout_ref.actor.optim.lr"]')).to_have_value("0.0003")
@@ -204,7 +205,7 @@ def test_new_run_form_paste_and_inline_server_error(page, server):
     expect(page).to_have_url(re.compile(r"/runs/\d+$"))
     run_id = int(page.url.rsplit("/", 1)[1])
     run = server.api.get(f"/api/v1/runs/{run_id}")
-    assert run["name"] == "form-run" and run["preset"] == "demo"
+    assert run["name"] == "form-run" and run["preset"] == "demo_ppo"
     assert run["resolved_config"]["data"]["train_batch_size"] == 16
     assert run["resolved_config"]["actor_rollout_ref"]["actor"]["optim"]["lr"] == 3e-4
     # fork: the form opens prefilled from the run
@@ -230,7 +231,7 @@ def test_pasted_seed_command_runs_ppo_with_a_critic_not_the_demo(page, server):
     command = seed_command(**{"data.train_files": "builtin:arith/train.parquet", "data.val_files": "builtin:arith/test.parquet",
                               "actor_rollout_ref.model.path": "builtin:tiny", "critic.model.path": "builtin:tiny"})
     page.goto(server.url + "/runs/new")
-    expect(page.locator('[data-preset="demo"]')).to_have_attribute("aria-pressed", "true")  # as on arrival
+    expect(page.locator('[data-preset="demo_ppo"]')).to_have_attribute("aria-pressed", "true")  # as on arrival
     page.locator("#paste-command").fill(command)
     page.get_by_role("button", name="Fill the form").click()
     keys = len(re.findall(r"^\s+[\w.]+=", command, re.MULTILINE))

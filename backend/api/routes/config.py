@@ -20,6 +20,8 @@ class Preset(SQLModel):
 class Presets(SQLModel):
     data: list[Preset]
     count: int
+    demo: str | None = Field(default=None, description="The first demo: the preset `python -m backend --demo` launches "
+                             "and the New run form opens on (None when it is not shipped).")
 
 
 class ConfigCheck(SQLModel):
@@ -45,7 +47,8 @@ def get_config_schema() -> dict[str, Any]:
 def list_presets():
     """Named configs shipped with the engine (engine/configs/*.yaml)."""
     data = [Preset(name=name, config=run_config.load_preset(name)) for name in run_config.preset_names()]
-    return Presets(data=data, count=len(data))
+    demo = run_config.DEMO_PRESET if run_config.DEMO_PRESET in run_config.preset_names() else None
+    return Presets(data=data, count=len(data), demo=demo)
 
 
 @router.get("/presets/{name}", response_model=Preset)

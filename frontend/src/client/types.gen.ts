@@ -476,6 +476,12 @@ export type Presets = {
      * Count
      */
     count: number;
+    /**
+     * Demo
+     *
+     * The first demo: the preset `python -m backend --demo` launches and the New run form opens on (None when it is not shipped).
+     */
+    demo?: string | null;
 };
 
 /**

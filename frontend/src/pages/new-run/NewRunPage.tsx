@@ -42,9 +42,10 @@ export function NewRunPage() {
   const error = schema.error ?? presets.error ?? parent.error;
   if (error) return <ErrorBox error={error} retry={() => { void schema.refetch(); void presets.refetch(); }} />;
   const presetNames = presetOrder((presets.data?.data ?? []).map((p) => p.name));
-  // no ?preset: the demo; ?preset= (empty): the engine's defaults
+  // no ?preset: the first demo (the server names it); ?preset= (empty): the engine's defaults
   const asked = params.get("preset");
-  const preset = forkId !== null ? null : asked === null ? (presetNames.includes("demo") ? "demo" : null) : asked || null;
+  const demo = presets.data?.demo ?? null;
+  const preset = forkId !== null ? null : asked === null ? (demo !== null && presetNames.includes(demo) ? demo : null) : asked || null;
   const key = forkId !== null ? `fork-${forkId}` : `preset-${preset ?? ""}`;
   return (
     <RunForm key={key} schema={schema.data as object} presets={presets.data?.data ?? []} presetNames={presetNames}
