@@ -26,31 +26,66 @@ from pathlib import Path
 
 log = logging.getLogger("rlstudio.ray_head")
 
-# The components `ray start --head` needs a port for: each gets its own (Ray refuses a port given twice).
+# The components `ray start --head` gets a port for from us: each its own (Ray refuses a port given twice). The
+# node manager and object manager pick their own (port 0, bound by the component itself: nothing to race).
 PORT_FLAGS = ("--port", "--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
-              "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port",
-              "--node-manager-port", "--object-manager-port")
+              "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port")
+SELF_CHOSEN_PORTS = ("--node-manager-port", "0", "--object-manager-port", "0",
+                     # workers bind ports the OS picks: Ray's default range (10002-19999) is the same for every
+                     # cluster on the machine, so a second one (the user's, a test's) would hand out the same ports
+                     "--min-worker-port", "0", "--max-worker-port", "0")
+LOWEST_PORT = 20000
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
 
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out on its own (an outgoing connection, a bind to port 0)."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _candidates():
+    """Ports to try: at random below the kernel's ephemeral range, where nothing takes a port unasked, so a port
+    chosen here stays free between the choice and the component binding it (seen: a port taken in that gap by
+    another process killed the head's client server, and the head with it). An unusual range: the OS's own."""
+    low = ephemeral_range()[0]
+    pick = secrets.SystemRandom()
+    while True:
+        if low - LOWEST_PORT >= 1000:
+            yield pick.randint(LOWEST_PORT, low - 1)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                yield s.getsockname()[1]
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports on 127.0.0.1, none handed out before by this process. All sockets stay
-    bound until every port is chosen, so the OS cannot give the same one twice."""
+    """`count` distinct ports, free on every address, none handed out before by this process. All sockets stay
+    bound until every port is chosen."""
     sockets: list[socket.socket] = []
     ports: list[int] = []
     try:
         with _handed_out_lock:
-            while len(ports) < count:
+            for tried, port in enumerate(_candidates()):
+                if len(ports) == count:
+                    break
+                if tried > count + 1000:
+                    raise RuntimeError(f"could not find {count} free ports")
+                if port in _handed_out or port in ports:
+                    continue
                 s = socket.socket()
-                sockets.append(s)  # kept bound (even when skipped) so the OS moves on to another port
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-                if port not in _handed_out and port not in ports:
-                    ports.append(port)
-                if len(sockets) > count + 1000:
-                    raise RuntimeError(f"could not find {count} free ports on 127.0.0.1")
+                try:
+                    s.bind(("0.0.0.0", port))  # fails if anything listens on the port at any address
+                except OSError:
+                    s.close()
+                    continue
+                sockets.append(s)
+                ports.append(port)
             _handed_out.update(ports)
     finally:
         for s in sockets:
@@ -216,10 +251,7 @@ class LocalRayHead:
         ports = dict(zip(PORT_FLAGS, self._choose_ports()))
         args = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                 "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
-                "--disable-usage-stats", "--include-dashboard", "true",
-                # workers bind ports the OS picks: Ray's default range (10002-19999) is the same for every
-                # cluster on the machine, so a second one (the user's, a test's) would hand out the same ports
-                "--min-worker-port", "0", "--max-worker-port", "0"]
+                "--disable-usage-stats", "--include-dashboard", "true", *SELF_CHOSEN_PORTS]
         for flag, port in ports.items():
             args += [flag, str(port)]
         if self.num_cpus is not None:

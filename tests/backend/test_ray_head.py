@@ -24,13 +24,26 @@ def test_free_ports_are_distinct_and_never_handed_out_twice():
             s.bind(("127.0.0.1", port))
 
 
-def test_free_ports_skips_a_port_the_os_offers_again(monkeypatch):
-    """Closing a socket lets the OS hand its port out again at once; the allocator must not."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setattr(ray_head, "_handed_out", {port})
-    assert port not in free_ports(50)
+def test_free_ports_lie_below_the_ephemeral_range():
+    """The kernel hands out ephemeral ports on its own (outgoing connections, binds to port 0, Ray's workers):
+    a port chosen there could be taken before the head's component binds it. Ours never are."""
+    low = ray_head.ephemeral_range()[0]
+    assert low - ray_head.LOWEST_PORT >= 1000  # this machine's range leaves room below it
+    ports = free_ports(50)
+    assert all(ray_head.LOWEST_PORT <= p < low for p in ports), ports
+
+
+def test_free_ports_skips_a_port_drawn_again_or_in_use(monkeypatch):
+    """A port drawn twice, one handed out before and one something listens on are each skipped."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        in_use = busy.getsockname()[1]
+        low = ray_head.ephemeral_range()[0]
+        a, b, c, d = low - 10, low - 11, low - 12, low - 13
+        monkeypatch.setattr(ray_head, "_handed_out", {b})
+        monkeypatch.setattr(ray_head, "_candidates", lambda: iter([a, a, b, in_use, c, d]))
+        assert free_ports(2) == [a, c]
 
 
 class DuplicatePortsOnce(LocalRayHead):
