@@ -48,8 +48,18 @@ def launch_demo(url: str, steps: int, name: str) -> dict:
     return created.json()
 
 
-def wait_held(hold: Path, step: int, timeout: float = 600) -> None:
-    wait_for(lambda: (hold / f"held-{step}").exists(), timeout, 0.2, f"the run to hold after step {step}")
+def wait_held(hold: Path, step: int, url: str | None = None, run_id: int | None = None, timeout: float = 600) -> None:
+    """Until the run holds after `step`. With the server's url, a run that has ended cannot get there: that fails
+    at once with its status and error (a head that died under it, say) instead of at the hang guard."""
+    def held():
+        if (hold / f"held-{step}").exists():
+            return True
+        if url is not None and (record := run_state(url, run_id))["status"] in TERMINAL:
+            raise AssertionError(f"run {run_id} ended `{record['status']}` before holding after step {step}: "
+                                 f"{record.get('error')!r}")
+        return False
+
+    wait_for(held, timeout, 0.2, f"the run to hold after step {step}")
 
 
 def processes() -> dict[int, tuple[int, str]]:
@@ -112,7 +122,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
     database exactly once; the second server's shutdown leaves no Ray process of the first behind."""
     server, hold, data = held_server(server_factory, tmp_path, 2, 4)
     run = launch_demo(server.url, 6, "kill9")
-    wait_held(hold, 2)
+    wait_held(hold, 2, server.url, run["id"])
     assert run_state(server.url, run["id"])["status"] == "running"
     head = LocalRayHead(data).read_record()
     assert head is not None
@@ -153,7 +163,7 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
 def test_kill9_server_and_its_head_makes_the_run_lost_with_the_reason(server_factory, tmp_path):
     server, hold, data = held_server(server_factory, tmp_path, 1)
     run = launch_demo(server.url, 3, "head-dies")
-    wait_held(hold, 1)
+    wait_held(hold, 1, server.url, run["id"])
     head = LocalRayHead(data).read_record()
     doomed = descendants(head.pid)
     server.kill9()
@@ -179,7 +189,7 @@ def test_kill9_worker_fails_the_run_with_the_cause_and_frees_its_resources(serve
     server, hold, data = held_server(server_factory, tmp_path, 1)
     victim = launch_demo(server.url, 3, "worker-dies")
     queued = launch_demo(server.url, 2, "next")  # the limit is one run: it waits for the victim's resources
-    wait_held(hold, 1)
+    wait_held(hold, 1, server.url, victim["id"])
     head = LocalRayHead(data).read_record()
     workers = raylet_workers(head.pid, "ray::TrainWorker")
     assert len(workers) == 1, workers  # the demo trains on one worker
@@ -198,7 +208,7 @@ def test_head_dies_under_a_live_server_run_lost_and_a_new_head_takes_the_next(se
     run in flight is `lost` with the reason, the server starts a new head, and the next run succeeds on it."""
     server, hold, data = held_server(server_factory, tmp_path, 1)
     run = launch_demo(server.url, 3, "head-dies-live")
-    wait_held(hold, 1)
+    wait_held(hold, 1, server.url, run["id"])
     head = LocalRayHead(data).read_record()
     os.killpg(head.pid, signal.SIGKILL)
     lost = wait_status(server.url, run["id"], TERMINAL)
