@@ -154,20 +154,18 @@ def run_state(url: str, run_id: int) -> dict:
 
 
 def wait_status(url: str, run_id: int, statuses: set[str], timeout: float = 600.0, interval: float = 0.3) -> dict:
-    """The run's record once its status is one of `statuses`. A run that ends in another status can never get
-    there: that fails at once, with its error and log tail, instead of waiting out the hang guard."""
-    deadline = time.monotonic() + timeout
-    record: dict = {}
-    while time.monotonic() < deadline:
+    """The run's record once its status is one of `statuses` (the timeout is a hang guard). A run that ends in
+    another status can never get there: that fails at once, with its error and log tail."""
+    def reached():
         record = run_state(url, run_id)
         if record["status"] in statuses:
             return record
         if record["status"] in TERMINAL:
             raise AssertionError(f"run {run_id} ended `{record['status']}` while the test waited for {statuses}: "
                                  f"error={record.get('error')!r}; log tail: {(record.get('log_tail') or '')[-2000:]}")
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for run {run_id} -> {statuses}; it is "
-                         f"`{record.get('status')}` (submission {record.get('submission_id')})")
+        return None
+
+    return wait_for(reached, timeout, interval, f"run {run_id} -> {statuses}")
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
