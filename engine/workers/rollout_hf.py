@@ -56,7 +56,9 @@ def hf_options(rollout_cfg, device: str) -> dict:
     `generate`; the default on CPU); `cuda_graphs` = true/false and `compile` = true/false (torch.compile of
     the decode step's norms and MLPs; default true on GPU), `triton_attention` = true/false (the one-kernel decode
     attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only; default false until it has been
-    timed on a GPU) — all static decode only; `compact_every` = N (default
+    timed on a GPU), `fused_sampling` = true/false (one Triton kernel for the logsumexp, the min-tokens mask and
+    Gumbel-max sampling, engine/workers/fused_sampling.py; plain sampling and greedy only, top-k/top-p keep the torch
+    path; default false until timed on a GPU) — all static decode only; `compact_every` = N (default
     32, 0 = off): every N decode steps, drop the rows that have ended from the static decoder's batch and KV cache
     once at most half are still running."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
@@ -75,7 +77,8 @@ def hf_options(rollout_cfg, device: str) -> dict:
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.compact_every={opts.get('compact_every')!r}: "
                          "use a number of decode steps ≥ 0 (0 turns compaction off)")
     return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda"),
-            "compact_every": compact_every, "triton_attention": flag("triton_attention", False)}
+            "compact_every": compact_every, "triton_attention": flag("triton_attention", False),
+            "fused_sampling": flag("fused_sampling", False)}
 
 
 class HFRollout:
@@ -90,7 +93,8 @@ class HFRollout:
             self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"],
                                         compile_blocks=self.options["compile"],
                                         compact_every=self.options["compact_every"],
-                                        triton_attention=self.options["triton_attention"])
+                                        triton_attention=self.options["triton_attention"],
+                                        fused_sampling=self.options["fused_sampling"])
 
     def sampling_kwargs(self, validate: bool) -> dict:
         src = self.cfg.val_kwargs if validate else self.cfg

@@ -29,6 +29,7 @@ the temperature-scaled distribution (before top-k/top-p/min-tokens masking): wha
 from __future__ import annotations
 
 import copy
+import os
 import warnings
 
 import torch
@@ -38,6 +39,12 @@ ATTN_NAME = "rlstudio_static"
 # during a static decode call with the Triton decode attention on: the 0-d device tensor holding the number of
 # key positions the current step looks at (prompt length + tokens fed so far); None otherwise
 DECODE_KEYS: dict = {"n": None}
+
+
+def triton_runs_on(device: torch.device) -> bool:
+    """The Triton kernels (decode attention, fused sampling) run on CUDA, and on CPU under Triton's interpreter
+    (TRITON_INTERPRET=1: the CPU tests of the kernels inside a whole decode)."""
+    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def grouped_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -84,11 +91,14 @@ class StaticDecoder:
     """Generates with a static cache on a twin of `module` that shares its (gathered) tensors."""
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
-                 compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False):
+                 compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False,
+                 fused_sampling: bool = False):
         self.src = module
         self.cuda_graphs = cuda_graphs
         self.triton_attention = triton_attention  # GPU, bf16/fp16: engine/workers/decode_attention.py
         self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
+        self.fused_sampling = fused_sampling  # engine/workers/fused_sampling.py (plain and greedy sampling only)
+        self._fused_checked: dict = {}  # (device, dtype) → the kernel agreed with torch
         self.compile_blocks = compile_blocks
         self.compact_every = int(compact_every)  # 0: never drop finished rows
         self.compact_below = float(compact_below)  # compact once running rows ≤ this fraction of the batch
@@ -162,7 +172,8 @@ class StaticDecoder:
     def _use_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
         """The Triton decode attention, on GPU in bf16/fp16, once it has agreed with the eager path on this
         model's head shapes (checked once per device and dtype; a failure warns and keeps the eager path)."""
-        if not (self.triton_attention and device.type == "cuda" and dtype in (torch.bfloat16, torch.float16)):
+        low = dtype in (torch.bfloat16, torch.float16) or device.type == "cpu"  # CPU: the interpreter, in fp32
+        if not (self.triton_attention and triton_runs_on(device) and low):
             return False
         key = (str(device), dtype)
         if key not in self._triton_checked:
@@ -202,6 +213,48 @@ class StaticDecoder:
                           "using the eager grouped attention")
             return False
 
+    def _use_fused(self, device: torch.device, dtype: torch.dtype, do_sample: bool, top_k: int, top_p: float) -> bool:
+        """The one-kernel sampling, for plain sampling (no top-k / top-p) and greedy decoding, once it has agreed
+        with torch on this device and dtype (checked once; a failure warns and keeps the torch path)."""
+        plain = not do_sample or ((not top_k or top_k <= 0) and top_p >= 1.0)
+        if not (self.fused_sampling and plain and triton_runs_on(device)):
+            return False
+        key = (str(device), dtype)
+        if key not in self._fused_checked:
+            self._fused_checked[key] = self._check_fused(device, dtype)
+            if self._fused_checked[key]:
+                print(f"[rlstudio] static decode: fused sampling on ({device}, {dtype})", flush=True)
+        return self._fused_checked[key]
+
+    def _check_fused(self, device: torch.device, dtype: torch.dtype) -> bool:
+        from engine.workers import fused_sampling as fs
+
+        if not fs.available():
+            return False
+        try:
+            g = torch.Generator(device=device).manual_seed(0)
+            vocab = self.twin.config.vocab_size
+            logits = (torch.randn(4, vocab, device=device, generator=g) * 3).to(dtype)
+            truth = torch.log_softmax(logits.float() / 0.7, dim=-1)
+            eos = truth.argmax(-1)[:1]  # row 0's best token, held back below
+            kw = {"seed": torch.tensor(5, device=device), "step": torch.tensor(0, device=device),
+                  "rows": torch.arange(4, device=device), "temperature": 0.7, "eos": eos, "min_new_tokens": 1}
+            greedy, greedy_lp = fs.fused_sample(logits, do_sample=False, **kw)
+            sampled, sampled_lp = fs.fused_sample(logits, do_sample=True, **kw)
+            best = truth.masked_fill(torch.arange(vocab, device=device) == eos, float("-inf")).argmax(-1)
+            if not torch.equal(greedy, best):
+                raise RuntimeError(f"greedy tokens {greedy.tolist()} where torch gives {best.tolist()}")
+            if (sampled == eos).any() or sampled.min() < 0 or sampled.max() >= vocab:
+                raise RuntimeError(f"sampled tokens {sampled.tolist()} out of range or held back")
+            for tok, lp in ((greedy, greedy_lp), (sampled, sampled_lp)):
+                worst = (truth.gather(1, tok[:, None]).squeeze(1) - lp).abs().max().item()
+                if worst > 1e-3:
+                    raise RuntimeError(f"log-prob off by {worst:.3g}")
+            return True
+        except Exception as exc:  # noqa: BLE001
+            warnings.warn(f"static decode: fused sampling is off ({type(exc).__name__}: {exc}); sampling with torch")
+            return False
+
     # ---- generation --------------------------------------------------------------------------------
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
@@ -223,6 +276,7 @@ class StaticDecoder:
         twin = self.bind()
         device = input_ids.device
         use_triton = self._use_triton(device, twin.model.embed_tokens.weight.dtype)
+        use_fused = self._use_fused(device, twin.model.embed_tokens.weight.dtype, do_sample, top_k, top_p)
         bsz, plen = input_ids.shape
         total = plen + response_length
         cache = StaticCache(config=twin.config, max_cache_len=total)
@@ -242,11 +296,22 @@ class StaticDecoder:
             "rows": None,                          # after a compaction: the original index of each row kept
         }
         vocab = twin.config.vocab_size
+        if use_fused:
+            from engine.workers.fused_sampling import fused_sample
+
+            # the call's noise seed, from torch's generator (so torch.manual_seed makes a run repeatable)
+            seed = torch.randint(0, 2**62, (), device=device)
+            all_rows = torch.arange(bsz, device=device)
 
         def sample_and_store(logits: torch.Tensor) -> None:
             # In place on one fp32 copy: a token that top-k/top-p/min-tokens mask out is never sampled, so the
             # sampled token's (temperature-scaled) logit is unchanged by the masking and its log-prob under
             # the actor's distribution is x[tok] - logsumexp(x), with the logsumexp taken before masking.
+            if use_fused:  # one kernel: logsumexp, min-tokens mask, Gumbel-max keyed by the original row
+                tok, lp = fused_sample(logits, seed=seed, step=state["k"],
+                                       rows=all_rows if state["rows"] is None else state["rows"], temperature=temp,
+                                       do_sample=do_sample, eos=eos_t, min_new_tokens=min_new_tokens)
+                return store(tok, lp)
             x = logits.float()
             rows = x.shape[0]
             if temp != 1.0:
@@ -275,6 +340,11 @@ class StaticDecoder:
             else:
                 tok = x.argmax(dim=-1)
             lp = x.gather(1, tok[:, None]).squeeze(1) - lse
+            del x
+            store(tok, lp)
+
+        def store(tok: torch.Tensor, lp: torch.Tensor) -> None:
+            rows = tok.shape[0]
             done = state["done"]
             tok = torch.where(done, pad_id, tok)
             lp = torch.where(done, 0.0, lp)
@@ -369,5 +439,6 @@ class StaticDecoder:
             responses.index_copy_(0, state["rows"], state["responses"])
             log_probs.index_copy_(0, state["rows"], state["log_probs"])
         self.last_stats = {"steps": produced, "compactions": compactions,
-                           "attention": "triton" if use_triton else "eager"}
+                           "attention": "triton" if use_triton else "eager",
+                           "sampling": "fused" if use_fused else "torch"}
         return responses, log_probs
