@@ -1,5 +1,5 @@
-"""python -m engine.bench --workload w1|w2 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants] [--steps 3]
-[key=value ...]
+"""python -m engine.bench --workload w1|w2 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants]
+[--decode-variants [--profile]] [--steps 3] [key=value ...]
 
 Runs the workload's train step through the real engine (the config, worker group, TrainWorker and
 PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--anchors", action="store_true", help="also time plain generate and plain fwd+bwd")
     p.add_argument("--update-variants", action="store_true",
                    help="only the actor update, in-process, per one-worker FSDP layout and accumulation mode")
+    p.add_argument("--decode-variants", action="store_true",
+                   help="only the rollout, in-process, per static-decoder option not yet on by default")
+    p.add_argument("--variants", default=None, help="with --decode-variants: comma-separated names (default all)")
+    p.add_argument("--profile", action="store_true", help="with --decode-variants: GPU kernels by time per variant")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     p.add_argument("--trl-warmup", type=int, default=None, help="TRL's untimed steps (default: --warmup)")
     p.add_argument("--steps", type=int, default=3, help="timed steps; figures are medians (default 3)")
@@ -66,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         from engine.bench.update_variants import run_update_variants
 
         run_update_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}))
+        return 0
+
+    if args.decode_variants:
+        from engine.bench.decode_variants import run_decode_variants
+
+        run_decode_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}), args.warmup,
+                            args.steps, args.profile, args.variants.split(",") if args.variants else None)
         return 0
 
     engine_step = None

@@ -83,16 +83,31 @@ def decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     n_kv = key.shape[1]
     if q_len != 1 or n_q % n_kv or dim & (dim - 1) or dim < 16:
         raise ValueError(f"decode_attention: unsupported shapes query {tuple(query.shape)} key {tuple(key.shape)}")
-    group = n_q // n_kv
-    mask = mask.reshape(bsz, mask.shape[-1])
-    if mask.stride(-1) != 1:
-        mask = mask.contiguous()
     if query.stride(-1) != 1 or key.stride(-1) != 1 or value.stride(-1) != 1:
         raise ValueError("decode_attention: the head dimension must be contiguous")
-    out = torch.empty(bsz, 1, n_q, dim, dtype=query.dtype, device=query.device)
-    _decode_attention_kernel[(bsz, n_kv)](
-        query, key, value, mask.view(torch.uint8), out, n_keys, float(scaling),
-        query.stride(0), query.stride(1), key.stride(0), key.stride(1), key.stride(2),
-        value.stride(0), value.stride(1), value.stride(2), mask.stride(0), out.stride(0), out.stride(2),
-        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), DIM=dim, BLOCK=BLOCK_KEYS)
-    return out
+    return torch.ops.rlstudio.decode_attention(query, key, value, mask.reshape(bsz, mask.shape[-1]), n_keys,
+                                               float(scaling))
+
+
+if triton is not None:
+    # a custom operator: torch.compile (the static decoder's `compile_step`) sees one opaque call with a known
+    # output shape instead of tracing into the Triton launch
+    @torch.library.custom_op("rlstudio::decode_attention", mutates_args=())
+    def _decode_attention_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+                             n_keys: torch.Tensor, scaling: float) -> torch.Tensor:
+        bsz, n_q, _, dim = query.shape
+        group = n_q // key.shape[1]
+        if mask.stride(-1) != 1:
+            mask = mask.contiguous()
+        out = torch.empty(bsz, 1, n_q, dim, dtype=query.dtype, device=query.device)
+        _decode_attention_kernel[(bsz, key.shape[1])](
+            query, key, value, mask.view(torch.uint8), out, n_keys, scaling,
+            query.stride(0), query.stride(1), key.stride(0), key.stride(1), key.stride(2),
+            value.stride(0), value.stride(1), value.stride(2), mask.stride(0), out.stride(0), out.stride(2),
+            GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), DIM=dim, BLOCK=BLOCK_KEYS)
+        return out
+
+    @_decode_attention_op.register_fake
+    def _(query, key, value, mask, n_keys, scaling):
+        bsz, n_q, _, dim = query.shape
+        return query.new_empty(bsz, 1, n_q, dim)

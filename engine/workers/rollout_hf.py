@@ -58,7 +58,9 @@ def hf_options(rollout_cfg, device: str) -> dict:
     attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only; default false until it has been
     timed on a GPU), `fused_sampling` = true/false (one Triton kernel for the logsumexp, the min-tokens mask and
     Gumbel-max sampling, engine/workers/fused_sampling.py; plain sampling and greedy only, top-k/top-p keep the torch
-    path; default false until timed on a GPU) — all static decode only; `compact_every` = N (default
+    path; default false until timed on a GPU), `compile_step` = true/false (the whole decode forward as one
+    torch.compile'd graph instead of compiled norms/MLPs around eager attention code; default false until timed on a
+    GPU) — all static decode only; `compact_every` = N (default
     32, 0 = off): every N decode steps, drop the rows that have ended from the static decoder's batch and KV cache
     once at most half are still running."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
@@ -78,7 +80,7 @@ def hf_options(rollout_cfg, device: str) -> dict:
                          "use a number of decode steps ≥ 0 (0 turns compaction off)")
     return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda"),
             "compact_every": compact_every, "triton_attention": flag("triton_attention", False),
-            "fused_sampling": flag("fused_sampling", False)}
+            "fused_sampling": flag("fused_sampling", False), "compile_step": flag("compile_step", False)}
 
 
 class HFRollout:
@@ -94,7 +96,8 @@ class HFRollout:
                                         compile_blocks=self.options["compile"],
                                         compact_every=self.options["compact_every"],
                                         triton_attention=self.options["triton_attention"],
-                                        fused_sampling=self.options["fused_sampling"])
+                                        fused_sampling=self.options["fused_sampling"],
+                                        compile_step=self.options["compile_step"])
 
     def sampling_kwargs(self, validate: bool) -> dict:
         src = self.cfg.val_kwargs if validate else self.cfg

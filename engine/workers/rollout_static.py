@@ -36,9 +36,6 @@ import torch
 import torch.nn.functional as F
 
 ATTN_NAME = "rlstudio_static"
-# during a static decode call with the Triton decode attention on: the 0-d device tensor holding the number of
-# key positions the current step looks at (prompt length + tokens fed so far); None otherwise
-DECODE_KEYS: dict = {"n": None}
 
 
 def triton_runs_on(device: torch.device) -> bool:
@@ -49,17 +46,19 @@ def triton_runs_on(device: torch.device) -> bool:
 
 def grouped_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """query [B, Hq, q, D], key/value [B, Hkv, Lk, D], attention_mask bool [B, 1, q, Lm] (Lm ≤ Lk: keys past
-    Lm are not looked at). Returns ([B, q, Hq, D], None) like transformers' attention functions."""
+    Lm are not looked at). Returns ([B, q, Hq, D], None) like transformers' attention functions.
+    `decode_keys` (a keyword the decoder passes through the model call when the Triton decode attention is on):
+    0-d device tensor, the number of key positions this decode step looks at (prompt + tokens fed so far)."""
     kv_len = attention_mask.shape[-1]
     key, value = key[:, :, :kv_len], value[:, :, :kv_len]
     bsz, n_q, q_len, dim = query.shape
     n_kv = key.shape[1]
     if scaling is None:
         scaling = dim ** -0.5
-    if q_len == 1 and DECODE_KEYS["n"] is not None:  # set by StaticDecoder when the Triton kernel is on
+    if q_len == 1 and kwargs.get("decode_keys") is not None:
         from engine.workers.decode_attention import decode_attention
 
-        return decode_attention(query, key, value, attention_mask, DECODE_KEYS["n"], scaling), None
+        return decode_attention(query, key, value, attention_mask, kwargs["decode_keys"], scaling), None
     if q_len == 1:
         group = n_q // n_kv
         q = query.view(bsz, n_kv, group, dim)  # head h reads KV head h // group (repeat_kv's order)
@@ -92,8 +91,12 @@ class StaticDecoder:
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
                  compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False,
-                 fused_sampling: bool = False):
+                 fused_sampling: bool = False, compile_step: bool = False):
         self.src = module
+        # the whole decode forward (embedding, every layer with its RoPE, cache writes and attention, the LM head)
+        # as one torch.compile'd graph instead of compiled norms/MLPs between eager attention code
+        self.compile_step = compile_step
+        self._step_fn = None
         self.cuda_graphs = cuda_graphs
         self.triton_attention = triton_attention  # GPU, bf16/fp16: engine/workers/decode_attention.py
         self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
@@ -153,7 +156,7 @@ class StaticDecoder:
                 twin = AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_NAME)
             twin.eval()
             self.twin = twin
-            if self.compile_blocks:
+            if self.compile_blocks and not self.compile_step:
                 self._prepare_compiled_blocks(twin)
         src_params = dict(self.src.named_parameters(remove_duplicate=False))
         src_buffers = dict(self.src.named_buffers(remove_duplicate=False))
@@ -262,12 +265,27 @@ class StaticDecoder:
                  do_sample: bool = True, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (responses [B, R] with pad after the first end token, log-probs [B, R] (0 after it))."""
-        try:
-            return self._generate(input_ids, attention_mask, position_ids, response_length, eos=eos,
-                                  pad_id=pad_id, min_new_tokens=min_new_tokens, do_sample=do_sample,
-                                  temperature=temperature, top_k=top_k, top_p=top_p)
-        finally:
-            DECODE_KEYS["n"] = None
+        return self._generate(input_ids, attention_mask, position_ids, response_length, eos=eos, pad_id=pad_id,
+                              min_new_tokens=min_new_tokens, do_sample=do_sample, temperature=temperature,
+                              top_k=top_k, top_p=top_p)
+
+    def _decode_forward(self, tok, last_pos, valid, k, first_key, key_pos, cache, use_triton: bool):
+        """One decode step's logits [B, V]: token k-1 at position last_pos + k, cache slot first_key + k (the
+        prompt's width); `first_key`, a 0-d tensor, so that prompts of another width reuse a compiled graph."""
+        mask = (valid & (key_pos <= first_key + k)[None, :])[:, None, None, :]
+        extra = {"decode_keys": first_key + k + 1} if use_triton else {}  # the kernel reads only those positions
+        out = self.twin(input_ids=tok, position_ids=last_pos + k, attention_mask=mask, past_key_values=cache,
+                        use_cache=True, logits_to_keep=1, **extra)
+        return out.logits[:, -1]
+
+    def _step_forward(self):
+        """The decode forward: eager (with compiled blocks if on), or one torch.compile'd graph (`compile_step`,
+        shapes made dynamic where a later call differs: prompt width, a compacted batch)."""
+        if not self.compile_step:
+            return self._decode_forward
+        if self._step_fn is None:
+            self._step_fn = torch.compile(self._decode_forward)
+        return self._step_fn
 
     def _generate(self, input_ids, attention_mask, position_ids, response_length, *, eos, pad_id,
                   min_new_tokens, do_sample, temperature, top_k, top_p):
@@ -356,14 +374,22 @@ class StaticDecoder:
             state["tok"].copy_(tok[:, None])
             state["k"].add_(1)
 
+        first_key = torch.tensor(plen - 1, device=device)
+        forward = self._step_forward()
+
         def decode_step() -> None:
-            k = state["k"]  # feeds token k-1 at position last_pos + k, cache slot plen + k - 1
-            mask = (state["valid"] & (key_pos <= plen - 1 + k)[None, :])[:, None, None, :]
-            if use_triton:  # the kernel reads only the plen + k positions written so far
-                DECODE_KEYS["n"] = k + plen
-            out = twin(input_ids=state["tok"], position_ids=state["last_pos"] + k, attention_mask=mask,
-                       past_key_values=cache, use_cache=True, logits_to_keep=1)
-            sample_and_store(out.logits[:, -1])
+            nonlocal forward
+            args = (state["tok"], state["last_pos"], state["valid"], state["k"], first_key, key_pos, cache, use_triton)
+            if forward == self._decode_forward or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+                return sample_and_store(forward(*args))
+            try:  # a compiled step (compiled now, or again for new shapes); the step writes the same cache slot
+                logits = forward(*args)  # if it is run again eagerly below
+            except Exception as exc:  # noqa: BLE001
+                warnings.warn(f"static decode: torch.compile of the decode step failed ({type(exc).__name__}: "
+                              f"{exc}); decoding eagerly")
+                self.compile_step, forward = False, self._decode_forward
+                logits = forward(*args)
+            sample_and_store(logits)
 
         # the full-batch results; rows dropped by a compaction are final and written here first
         responses = state["responses"]
@@ -440,5 +466,7 @@ class StaticDecoder:
             log_probs.index_copy_(0, state["rows"], state["log_probs"])
         self.last_stats = {"steps": produced, "compactions": compactions,
                            "attention": "triton" if use_triton else "eager",
-                           "sampling": "fused" if use_fused else "torch"}
+                           "sampling": "fused" if use_fused else "torch",
+                           "compiled": "step" if forward != self._decode_forward else
+                           ("blocks" if self._blocks else "none")}
         return responses, log_probs

@@ -76,3 +76,24 @@ def run_bench_workload(tmp_path, workload, *args) -> list[dict]:
                            "--steps", "1", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_bench_decode_variants(tmp_path):
+    """The rollout alone per decoder option: timings, what actually ran (on CPU without Triton's interpreter the
+    fused sampling falls back to torch and says so), the log-prob check, and a profile table per variant."""
+    lines = run_bench(tmp_path, "--decode-variants", "--profile", "--variants", "default,fused_sampling")
+    variants = {r["variant"]: r for r in lines if r["phase"] == "decode_variant"}
+    assert set(variants) == {"default", "fused_sampling"}
+    for r in variants.values():
+        assert r["timing_s"] > 0 and r["tokens_per_s"] > 0 and r["decode_steps"] == 8, r
+        assert r["attention"] == "eager" and r["sampling"] == "torch" and r["compiled"] == "none", r
+        assert r["rollout_log_probs_absdiff"] < 1e-4, r  # fp32: the rollout samples the actor's distribution
+    profiles = [r for r in lines if r["phase"] == "decode_profile"]
+    assert [r["variant"] for r in profiles] == ["default", "fused_sampling"]
+    for r in profiles:
+        assert r["kernels"] and 0 < sum(k["share"] for k in r["kernels"]) <= 1.0001, r
+    env = engine_env()
+    env["RLSTUDIO_CACHE"] = str(tmp_path / "cache")
+    bad = subprocess.run([sys.executable, "-m", "engine.bench", "--tiny", "--decode-variants", "--variants", "fast"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "unknown decode variant 'fast'" in bad.stderr, bad.stderr[-2000:]

@@ -2,7 +2,8 @@
 interpreter: greedy tokens and log-probs equal torch's, sampled tokens follow softmax(logits / T) (a chi-square
 test over 600 draws), the end tokens are held back until min_new_tokens, a row's tokens depend only on its index
 in the original batch and the step; then a whole static decode with the kernel (and the Triton decode attention)
-inside: log-probs equal the actor's recomputation and dropping finished rows changes no token."""
+inside (also in a torch.compile'd decode step): log-probs equal the actor's recomputation and dropping finished
+rows changes no token."""
 from __future__ import annotations
 
 import os
@@ -106,6 +107,12 @@ DECODE = textwrap.dedent("""
         actor, _ = response_log_probs(model, batch, 0.9)
     worst = (actor - lp).abs().max().item()
     assert worst < 1e-4, worst
+
+    # the whole step compiled (torch.compile, the attention kernel an opaque custom operator in its graph)
+    compiled = StaticDecoder(model, fused_sampling=True, triton_attention=True, compile_step=True)
+    c_resp, c_lp = decode(compiled, min_new_tokens=16, temperature=0.9)
+    assert compiled.last_stats["compiled"] == "step" and compiled.last_stats["attention"] == "triton"
+    assert torch.equal(c_resp, resp) and (c_lp - lp).abs().max() < 1e-4
 
     # greedy: the same tokens as the torch path; top-p: the torch path is used
     greedy, _ = decode(dec, do_sample=False)

@@ -112,3 +112,30 @@ def test_compaction_changes_no_token(ending_model, sample):
     shrinking = compacted[0][2]["compactions"]
     assert len(shrinking) >= (2 if sample else 1) and all(a[1] > b[1] for a, b in zip(shrinking, shrinking[1:])), shrinking
     assert bool(compacted[1][2]["compactions"]) == sample, compacted[1][2]
+
+
+def test_compiled_step_decodes_as_the_eager_step(ending_model):
+    """`compile_step`: the whole decode forward as one torch.compile'd graph (inductor's CPU backend here): the same
+    greedy tokens, sampled log-probs that are the actor's, and after a compaction (new batch shape: compiled again
+    with dynamic shapes) still the same tokens as without one."""
+    model = ending_model[0.05]
+    ids, am, pos = prompts(b=12, p=9)
+    kw = dict(eos=[EOS], pad_id=PAD, temperature=0.9)
+    compiled = StaticDecoder(model, compile_step=True, compact_every=0)
+    eager = StaticDecoder(model, compact_every=0)
+    greedy = [dec.generate(ids, am, pos, 12, do_sample=False, **kw)[0] for dec in (compiled, eager)]
+    assert compiled.last_stats["compiled"] == "step" and eager.last_stats["compiled"] == "none"
+    assert torch.equal(*greedy)
+    outs = []
+    for every in (0, 2):
+        compiled.compact_every = every
+        torch.manual_seed(7)
+        outs.append((*compiled.generate(ids, am, pos, 30, do_sample=True, **kw), compiled.last_stats))
+    (ref, ref_lp, _), (out, out_lp, stats) = outs
+    assert stats["compiled"] == "step" and stats["compactions"], stats
+    assert torch.equal(out, ref) and (out_lp - ref_lp).abs().max() < 1e-4
+    batch = assemble(Batch({"input_ids": ids, "attention_mask": am, "position_ids": pos}), ref, [EOS], PAD)
+    with torch.no_grad():
+        actor, _ = response_log_probs(model, batch, 0.9)
+    mask = batch["response_mask"].bool()
+    assert (actor - ref_lp)[mask].abs().max() < 1e-4
