@@ -90,7 +90,7 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
     for name in variants or list(VARIANTS):
         dec = StaticDecoder(model, compile_blocks=device == "cuda", **VARIANTS[name])
 
-        def generate():
+        def generate(dec=dec):
             return dec.generate(ids, am, pos, w.response_len, eos=eos, pad_id=pad, min_new_tokens=min_new,
                                 do_sample=True, temperature=1.0)
 
