@@ -156,3 +156,70 @@ def test_kernel_samples_softmax_holds_end_tokens_and_keys_noise_by_row():
 def test_whole_static_decode_with_the_kernels_inside():
     out = _interpret(DECODE)
     assert "DECODE ok" in out, out
+
+
+cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+
+
+@cuda
+def test_cuda_kernel_on_qwen_vocabulary_in_bf16():
+    """Compiled for the GPU, on bf16 logits of Qwen's vocabulary: greedy = torch's argmax, log-probs = torch's
+    log-softmax, and 4,096 draws over a 151,936-id distribution concentrated on 8 ids follow it."""
+    import torch
+
+    from engine.workers.fused_sampling import fused_sample
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    vocab = 151936
+    x = (torch.randn(64, vocab, device="cuda", generator=g) * 2).bfloat16()
+    kw = dict(seed=torch.tensor(3, device="cuda"), step=torch.tensor(0, device="cuda"),
+              rows=torch.arange(64, device="cuda"))
+    truth = torch.log_softmax(x.float() / 0.8, -1)
+    tok, lp = fused_sample(x, do_sample=False, temperature=0.8, **kw)
+    assert torch.equal(tok, truth.argmax(-1))
+    tok, lp = fused_sample(x, do_sample=True, temperature=0.8, **kw)
+    assert (truth.gather(1, tok[:, None]).squeeze(1) - lp).abs().max() < 1e-3
+    n = 4096
+    logit = torch.full((vocab,), -30.0, device="cuda")
+    logit[[5, 77, 1000, 5000, 70000, 100000, 150000, 151935]] = torch.tensor(
+        [1.0, 0.5, 0.0, -0.5, 1.5, 0.2, -1.0, 0.8], device="cuda")
+    tok, _ = fused_sample(logit.bfloat16().expand(n, vocab).contiguous(), seed=torch.tensor(9, device="cuda"),
+                          step=torch.tensor(0, device="cuda"), rows=torch.arange(n, device="cuda"))
+    p = torch.softmax(logit.bfloat16().double(), -1)
+    counts = torch.bincount(tok, minlength=vocab).double()
+    ids = p > 1e-6
+    assert counts[~ids].sum() == 0
+    chi2 = float(((counts[ids] - n * p[ids]) ** 2 / (n * p[ids])).sum())
+    assert chi2 < 24.3, (chi2, counts[ids].tolist())  # 7 degrees of freedom, 0.1% critical value
+
+
+@cuda
+def test_cuda_static_decode_with_every_option_samples_the_actors_distribution(tmp_path):
+    """The static decoder with CUDA graphs and the fused sampling, the Triton attention and the compiled step, alone
+    and together, on the tiny Qwen2 in bf16: the rollout's log-probs are the actor's (bf16 tolerance)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from engine.models.random import build_random_model
+    from engine.protocol import Batch
+    from engine.workers.forward import response_log_probs
+    from engine.workers.rollout_hf import assemble
+    from engine.workers.rollout_static import StaticDecoder
+    from tests.unit.test_rollout_static import EOS, PAD, prompts
+
+    build_random_model("tiny-qwen2", tmp_path, dtype="bfloat16")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model = model.cuda().eval()
+    ids, am, pos = (t.cuda() for t in prompts(b=8, p=9))
+    for opts in ({"fused_sampling": True}, {"compile_step": True},
+                 {"fused_sampling": True, "triton_attention": True, "compile_step": True}):
+        torch.manual_seed(1)
+        dec = StaticDecoder(model, compile_blocks=True, **opts)
+        resp, lp = dec.generate(ids, am, pos, 40, eos=[EOS], pad_id=PAD, min_new_tokens=40, do_sample=True)
+        stats = dec.last_stats
+        assert stats["sampling"] == ("fused" if opts.get("fused_sampling") else "torch"), (opts, stats)
+        assert stats["compiled"] == ("step" if opts.get("compile_step") else "blocks"), (opts, stats)
+        batch = assemble(Batch({"input_ids": ids, "attention_mask": am, "position_ids": pos}), resp, [EOS], PAD)
+        with torch.no_grad():
+            actor, _ = response_log_probs(model, batch, 1.0)
+        assert (actor.float() - lp).abs().mean() < 2e-2, opts
