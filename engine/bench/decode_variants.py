@@ -18,6 +18,7 @@ from engine.bench.workloads import Workload, model_dir
 
 VARIANTS = {  # the StaticDecoder options of each; their names are `engine_kwargs.hf` keys
     "default": {},
+    "masked_prefill": {"causal_prefill": False},  # the prefill as before 2026-12-05: 4-D mask, repeated KV heads
     "triton_attention": {"triton_attention": True},
     "fused_sampling": {"fused_sampling": True},
     "compile_step": {"compile_step": True},

@@ -67,6 +67,10 @@ def grouped_attention(module, query, key, value, attention_mask, scaling=None, d
         probs = torch.softmax(scores, dim=-1).to(value.dtype)
         out = torch.matmul(probs, value)                                            # [B, Hkv, g, D]
         return out.reshape(bsz, 1, n_q, dim), None
+    if kwargs.get("prefill_causal") and q_len == kv_len:  # the decoder found no padding: the mask is causal
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling,
+                                             enable_gqa=n_kv != n_q)
+        return out.transpose(1, 2).contiguous(), None
     if n_kv != n_q:
         key = key.repeat_interleave(n_q // n_kv, dim=1)
         value = value.repeat_interleave(n_q // n_kv, dim=1)
@@ -91,8 +95,9 @@ class StaticDecoder:
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
                  compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False,
-                 fused_sampling: bool = False, compile_step: bool = False):
+                 fused_sampling: bool = False, compile_step: bool = False, causal_prefill: bool = True):
         self.src = module
+        self.causal_prefill = causal_prefill  # unpadded prompts: causal SDPA on the shared KV heads, no 4-D mask
         # the whole decode forward (embedding, every layer with its RoPE, cache writes and attention, the LM head)
         # as one torch.compile'd graph instead of compiled norms/MLPs between eager attention code
         self.compile_step = compile_step
@@ -410,8 +415,11 @@ class StaticDecoder:
         q_pos = torch.arange(plen, device=device)
         prefill_mask = (q_pos[None, :] <= q_pos[:, None])[None] & attention_mask.bool()[:, None, :]
         prefill_mask |= torch.eye(plen, dtype=torch.bool, device=device)[None]
+        # no padding in any prompt (W1, a dataset of equal-length prompts): plain causal attention, which SDPA runs
+        # as FlashAttention reading the shared KV heads directly (one host sync per call)
+        causal = {"prefill_causal": True} if self.causal_prefill and bool(attention_mask.all()) else {}
         out = twin(input_ids=input_ids, position_ids=position_ids, attention_mask=prefill_mask[:, None],
-                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+                   past_key_values=cache, use_cache=True, logits_to_keep=1, **causal)
         sample_and_store(out.logits[:, -1])
         del out
 

@@ -44,6 +44,25 @@ def test_greedy_equals_generate(model):
     assert torch.equal(out[:, :ref.shape[1]], ref)
 
 
+def test_unpadded_prompts_take_the_causal_prefill_and_decode_the_same(model):
+    """No padding in any prompt: the prefill runs plain causal SDPA on the shared KV heads instead of the 4-D
+    mask; greedy tokens equal `generate` and sampled log-probs equal the actor's."""
+    ids, am, pos = prompts()
+    ids, am, pos = ids[2:], am[2:], pos[2:]  # the rows without padding
+    assert am.all()
+    with torch.no_grad():
+        ref = model.generate(input_ids=ids, attention_mask=am, do_sample=False, max_new_tokens=7,
+                             pad_token_id=PAD, eos_token_id=[EOS])[:, ids.shape[1]:]
+    out, _ = StaticDecoder(model).generate(ids, am, pos, 7, eos=[EOS], pad_id=PAD, do_sample=False)
+    assert torch.equal(out[:, :ref.shape[1]], ref)
+    torch.manual_seed(2)
+    resp, lp = StaticDecoder(model).generate(ids, am, pos, 8, eos=[EOS], pad_id=PAD, min_new_tokens=8)
+    batch = assemble(Batch({"input_ids": ids, "attention_mask": am, "position_ids": pos}), resp, [EOS], PAD)
+    with torch.no_grad():
+        actor, _ = response_log_probs(model, batch, 1.0)
+    assert (actor - lp).abs().max() < 1e-4
+
+
 @pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.7, top_k=20, top_p=0.9)])
 def test_sampled_log_probs_match_recomputation(model, kw):
     torch.manual_seed(1)
