@@ -183,12 +183,17 @@ class StaticDecoder:
         low = dtype in (torch.bfloat16, torch.float16) or device.type == "cpu"  # CPU: the interpreter, in fp32
         if not (self.triton_attention and triton_runs_on(device) and low):
             return False
+        return self._checked_once(self._triton_checked, self._check_triton, device, dtype, "Triton decode attention")
+
+    @staticmethod
+    def _checked_once(memo: dict, check, device: torch.device, dtype: torch.dtype, what: str) -> bool:
+        """`check(device, dtype)` once per device and dtype, remembered in `memo`; says so when it passes."""
         key = (str(device), dtype)
-        if key not in self._triton_checked:
-            self._triton_checked[key] = self._check_triton(device, dtype)
-            if self._triton_checked[key]:
-                print(f"[rlstudio] static decode: Triton decode attention on ({device}, {dtype})", flush=True)
-        return self._triton_checked[key]
+        if key not in memo:
+            memo[key] = check(device, dtype)
+            if memo[key]:
+                print(f"[rlstudio] static decode: {what} on ({device}, {dtype})", flush=True)
+        return memo[key]
 
     def _check_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
         from engine.workers import decode_attention as da
@@ -227,12 +232,7 @@ class StaticDecoder:
         plain = not do_sample or ((not top_k or top_k <= 0) and top_p >= 1.0)
         if not (self.fused_sampling and plain and triton_runs_on(device)):
             return False
-        key = (str(device), dtype)
-        if key not in self._fused_checked:
-            self._fused_checked[key] = self._check_fused(device, dtype)
-            if self._fused_checked[key]:
-                print(f"[rlstudio] static decode: fused sampling on ({device}, {dtype})", flush=True)
-        return self._fused_checked[key]
+        return self._checked_once(self._fused_checked, self._check_fused, device, dtype, "fused sampling")
 
     def _check_fused(self, device: torch.device, dtype: torch.dtype) -> bool:
         from engine.workers import fused_sampling as fs
