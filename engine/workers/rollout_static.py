@@ -36,6 +36,9 @@ import torch
 import torch.nn.functional as F
 
 ATTN_NAME = "rlstudio_static"
+# torch.compile backend of `compile_step`; CPU tests use "aot_eager": the same tracing, guards and dynamic-shape
+# recompiles without inductor's C++ code generation, which is not what runs on a GPU anyway
+STEP_COMPILE_BACKEND = "inductor"
 
 
 def triton_runs_on(device: torch.device) -> bool:
@@ -289,7 +292,7 @@ class StaticDecoder:
         if not self.compile_step:
             return self._decode_forward
         if self._step_fn is None:
-            self._step_fn = torch.compile(self._decode_forward)
+            self._step_fn = torch.compile(self._decode_forward, backend=STEP_COMPILE_BACKEND)
         return self._step_fn
 
     def _generate(self, input_ids, attention_mask, position_ids, response_length, *, eos, pad_id,

@@ -76,6 +76,7 @@ DECODE = textwrap.dedent("""
     from engine.protocol import Batch
     from engine.workers.forward import response_log_probs
     from engine.workers.rollout_hf import assemble
+    from engine.workers import rollout_static
     from engine.workers.rollout_static import StaticDecoder
 
     EOS, PAD = 3, 0
@@ -108,7 +109,9 @@ DECODE = textwrap.dedent("""
     worst = (actor - lp).abs().max().item()
     assert worst < 1e-4, worst
 
-    # the whole step compiled (torch.compile, the attention kernel an opaque custom operator in its graph)
+    # the whole step compiled (torch.compile, the attention kernel an opaque custom operator in its graph; traced
+    # as on a GPU, run by the aot_eager backend: no inductor C++ code generation on the CPU)
+    rollout_static.STEP_COMPILE_BACKEND = "aot_eager"
     compiled = StaticDecoder(model, fused_sampling=True, triton_attention=True, compile_step=True)
     c_resp, c_lp = decode(compiled, min_new_tokens=16, temperature=0.9)
     assert compiled.last_stats["compiled"] == "step" and compiled.last_stats["attention"] == "triton"

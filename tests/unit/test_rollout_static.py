@@ -133,10 +133,14 @@ def test_compaction_changes_no_token(ending_model, sample):
     assert bool(compacted[1][2]["compactions"]) == sample, compacted[1][2]
 
 
-def test_compiled_step_decodes_as_the_eager_step(ending_model):
-    """`compile_step`: the whole decode forward as one torch.compile'd graph (inductor's CPU backend here): the same
-    greedy tokens, sampled log-probs that are the actor's, and after a compaction (new batch shape: compiled again
-    with dynamic shapes) still the same tokens as without one."""
+def test_compiled_step_decodes_as_the_eager_step(ending_model, monkeypatch):
+    """`compile_step`: the whole decode forward as one torch.compile'd graph (traced by dynamo and AOTAutograd as on
+    a GPU; the aot_eager backend skips inductor's CPU code generation): the same greedy tokens, sampled log-probs
+    that are the actor's, and after a compaction (new batch shape: compiled again with dynamic shapes) still the
+    same tokens as without one."""
+    from engine.workers import rollout_static
+
+    monkeypatch.setattr(rollout_static, "STEP_COMPILE_BACKEND", "aot_eager")
     model = ending_model[0.05]
     ids, am, pos = prompts(b=12, p=9)
     kw = dict(eos=[EOS], pad_id=PAD, temperature=0.9)
