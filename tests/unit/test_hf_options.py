@@ -1,0 +1,33 @@
+"""`actor_rollout_ref.rollout.engine_kwargs.hf.*`: the HF rollout's options, their defaults per device, flags
+given as the strings a command line passes, and a refusal that names the key and the fix."""
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from engine.workers.rollout_hf import hf_options
+
+
+def rollout(**hf):
+    return OmegaConf.create({"engine_kwargs": {"hf": hf}})
+
+
+def test_defaults_per_device():
+    gpu, cpu = hf_options(rollout(), "cuda"), hf_options(rollout(), "cpu")
+    assert gpu == {"decode": "static", "cuda_graphs": True, "compile": True, "compact_every": 32,
+                   "triton_attention": False, "fused_sampling": False, "compile_step": False}
+    assert cpu["decode"] == "generate" and cpu["compile"] is False
+
+
+def test_flags_from_command_line_strings():
+    opts = hf_options(rollout(triton_attention="true", fused_sampling="True", compile_step=True, cuda_graphs="false",
+                              compact_every="0"), "cuda")
+    assert opts["triton_attention"] and opts["fused_sampling"] and opts["compile_step"]
+    assert opts["cuda_graphs"] is False and opts["compact_every"] == 0
+
+
+@pytest.mark.parametrize("hf, needle", [({"decode": "vllm"}, "hf.decode='vllm': use static or generate"),
+                                        ({"compact_every": "-3"}, "hf.compact_every='-3': use a number")])
+def test_bad_values_name_the_key(hf, needle):
+    with pytest.raises(ValueError, match="actor_rollout_ref.rollout.engine_kwargs." + needle.replace("(", r"\(")):
+        hf_options(rollout(**hf), "cuda")
