@@ -110,6 +110,7 @@ class StaticDecoder:
         self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
         self.fused_sampling = fused_sampling  # engine/workers/fused_sampling.py (plain and greedy sampling only)
         self._fused_checked: dict = {}  # (device, dtype) → the kernel agreed with torch
+        self._said: set[str] = set()  # options asked for that cannot run here, told once each
         self.compile_blocks = compile_blocks
         self.compact_every = int(compact_every)  # 0: never drop finished rows
         self.compact_below = float(compact_below)  # compact once running rows ≤ this fraction of the batch
@@ -183,10 +184,19 @@ class StaticDecoder:
     def _use_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
         """The Triton decode attention, on GPU in bf16/fp16, once it has agreed with the eager path on this
         model's head shapes (checked once per device and dtype; a failure warns and keeps the eager path)."""
+        if not self.triton_attention:
+            return False
         low = dtype in (torch.bfloat16, torch.float16) or device.type == "cpu"  # CPU: the interpreter, in fp32
-        if not (self.triton_attention and triton_runs_on(device) and low):
+        if not (triton_runs_on(device) and low):
+            self._say_once(f"the Triton decode attention needs CUDA and bf16/fp16 weights (here {device}, {dtype}); "
+                           "using the eager attention")
             return False
         return self._checked_once(self._triton_checked, self._check_triton, device, dtype, "Triton decode attention")
+
+    def _say_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            print(f"[rlstudio] static decode: {message}", flush=True)
 
     @staticmethod
     def _checked_once(memo: dict, check, device: torch.device, dtype: torch.dtype, what: str) -> bool:
@@ -232,8 +242,14 @@ class StaticDecoder:
     def _use_fused(self, device: torch.device, dtype: torch.dtype, do_sample: bool, top_k: int, top_p: float) -> bool:
         """The one-kernel sampling, for plain sampling (no top-k / top-p) and greedy decoding, once it has agreed
         with torch on this device and dtype (checked once; a failure warns and keeps the torch path)."""
-        plain = not do_sample or ((not top_k or top_k <= 0) and top_p >= 1.0)
-        if not (self.fused_sampling and plain and triton_runs_on(device)):
+        if not self.fused_sampling:
+            return False
+        if not triton_runs_on(device):
+            self._say_once(f"fused sampling needs CUDA (here {device}); sampling with torch")
+            return False
+        if do_sample and ((top_k and top_k > 0) or top_p < 1.0):
+            self._say_once("fused sampling covers plain sampling and greedy decoding; with top_k/top_p set this call "
+                           "samples with torch")
             return False
         return self._checked_once(self._fused_checked, self._check_fused, device, dtype, "fused sampling")
 

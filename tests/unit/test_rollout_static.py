@@ -162,3 +162,20 @@ def test_compiled_step_decodes_as_the_eager_step(ending_model, monkeypatch):
         actor, _ = response_log_probs(model, batch, 0.9)
     mask = batch["response_mask"].bool()
     assert (actor - ref_lp)[mask].abs().max() < 1e-4
+
+
+def test_options_that_cannot_run_here_say_so_once(model, capsys):
+    """Asking for the Triton kernels on a CPU without Triton's interpreter decodes with the torch paths and says
+    why, once per decoder, not once per call."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("under Triton's interpreter the kernels do run on CPU")
+    ids, am, pos = prompts()
+    dec = StaticDecoder(model, triton_attention=True, fused_sampling=True)
+    for _ in range(2):
+        dec.generate(ids, am, pos, 3, eos=[EOS], pad_id=PAD)
+    assert dec.last_stats["attention"] == "eager" and dec.last_stats["sampling"] == "torch"
+    out = capsys.readouterr().out
+    assert out.count("fused sampling needs CUDA (here cpu); sampling with torch") == 1, out
+    assert out.count("the Triton decode attention needs CUDA") == 1, out
