@@ -94,14 +94,12 @@ DECODE = textwrap.dedent("""
 
     def decode(dec, **kw):
         torch.manual_seed(3)
-        return dec.generate(ids, am, pos, kw.pop("length", 16), eos=[EOS], pad_id=PAD, **kw)
+        return dec.generate(ids, am, pos, kw.pop("length", 10), eos=[EOS], pad_id=PAD, **kw)
 
-    # plain sampling: the fused kernels run, the log-probs are the actor's, a seed repeats the tokens
+    # plain sampling: the fused kernels run and the log-probs are the actor's
     dec = StaticDecoder(model, fused_sampling=True, triton_attention=True)
-    resp, lp = decode(dec, min_new_tokens=16, temperature=0.9)
+    resp, lp = decode(dec, min_new_tokens=10, temperature=0.9)
     assert dec.last_stats["sampling"] == "fused" and dec.last_stats["attention"] == "triton", dec.last_stats
-    again, _ = decode(dec, min_new_tokens=16, temperature=0.9)
-    assert torch.equal(resp, again)
     batch = assemble(Batch({"input_ids": ids, "attention_mask": am, "position_ids": pos}), resp, [EOS], PAD)
     assert batch["response_mask"].all()
     with torch.no_grad():
@@ -113,16 +111,17 @@ DECODE = textwrap.dedent("""
     # as on a GPU, run by the aot_eager backend: no inductor C++ code generation on the CPU)
     rollout_static.STEP_COMPILE_BACKEND = "aot_eager"
     compiled = StaticDecoder(model, fused_sampling=True, triton_attention=True, compile_step=True)
-    c_resp, c_lp = decode(compiled, min_new_tokens=16, temperature=0.9)
+    c_resp, c_lp = decode(compiled, min_new_tokens=10, temperature=0.9)  # same seed: the same tokens
     assert compiled.last_stats["compiled"] == "step" and compiled.last_stats["attention"] == "triton"
     assert torch.equal(c_resp, resp) and (c_lp - lp).abs().max() < 1e-4
 
     # greedy: the same tokens as the torch path; top-p: the torch path is used
-    greedy, _ = decode(dec, do_sample=False)
+    sampler = StaticDecoder(model, fused_sampling=True)
+    greedy, _ = decode(sampler, do_sample=False)
     plain, _ = decode(StaticDecoder(model), do_sample=False)
-    assert torch.equal(greedy, plain)
-    decode(dec, top_p=0.9)
-    assert dec.last_stats["sampling"] == "torch"
+    assert sampler.last_stats["sampling"] == "fused" and torch.equal(greedy, plain)
+    decode(sampler, top_p=0.9)
+    assert sampler.last_stats["sampling"] == "torch"
 
     # rows end at different steps (the end token made likely); dropping them changes no token
     bias = torch.zeros(256)
