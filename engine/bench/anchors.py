@@ -8,12 +8,7 @@ import time
 import torch
 
 from engine.bench.engine_run import ASCII_IDS
-from engine.bench.workloads import Workload, model_dir, prompt_token_ids
-
-
-def _sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
+from engine.bench.workloads import Workload, model_dir, prompt_token_ids, sync
 
 
 def run_anchors(w: Workload, device: str, log) -> dict:
@@ -28,12 +23,12 @@ def run_anchors(w: Workload, device: str, log) -> dict:
     model.eval()
     with torch.no_grad():
         for rep in range(2):  # the first is warm-up
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
             model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
                            temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=w.response_len,
                            min_new_tokens=w.response_len, pad_token_id=0)
-            _sync(device)
+            sync(device)
             gen = time.perf_counter() - start
     out["generate_s"] = gen
     out["generate_tokens_per_s"] = w.sequences * w.response_len / gen
@@ -42,7 +37,7 @@ def run_anchors(w: Workload, device: str, log) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=device == "cuda")
     seqs = torch.randint(0, ASCII_IDS, (w.sequences, w.prompt_len + w.response_len), device=device)
     for rep in range(2):
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         for mb in seqs.split(w.micro):
             logits = model(input_ids=mb).logits
@@ -51,7 +46,7 @@ def run_anchors(w: Workload, device: str, log) -> dict:
             del logits, loss
         opt.step()
         opt.zero_grad(set_to_none=True)
-        _sync(device)
+        sync(device)
         train = time.perf_counter() - start
     tokens = seqs.numel()
     out["train_s"] = train

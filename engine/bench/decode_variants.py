@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from engine.bench.workloads import Workload, model_dir
+from engine.bench.workloads import Workload, model_dir, sync
 
 VARIANTS = {  # the StaticDecoder options of each; their names are `engine_kwargs.hf` keys
     "default": {},
@@ -28,10 +28,6 @@ VARIANTS = {  # the StaticDecoder options of each; their names are `engine_kwarg
 }
 CHECK_ROWS = 64
 
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def workload_prompts(w: Workload, tokenizer, device: str):
@@ -98,10 +94,10 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
         times, tokens = [], []
         for i in range(warmup + steps):
             torch.manual_seed(i)
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             resp, lp = generate()
-            _sync(device)
+            sync(device)
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
                 tokens.append(int((resp != pad).sum()))
@@ -126,11 +122,11 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
             activities = [torch.profiler.ProfilerActivity.CPU]
             if device == "cuda":
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             with torch.profiler.profile(activities=activities) as prof:
                 generate()
-                _sync(device)
+                sync(device)
             emit({"phase": "decode_profile", "variant": name, "wall_s": round(time.perf_counter() - t0, 3),
                   **kernel_table(prof, device)})
         del dec

@@ -9,15 +9,11 @@ import time
 
 import torch
 
-from engine.bench.workloads import Workload, model_dir
+from engine.bench.workloads import Workload, model_dir, sync
 
 UNITS = ("root", "layers")
 MODES = ("nosync", "gathered", "off")
 
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def logprob_kernels(vocab: int, rows: int, device: str, emit) -> None:
@@ -29,13 +25,13 @@ def logprob_kernels(vocab: int, rows: int, device: str, emit) -> None:
     for chunk in (512, None):
         fwd, bwd = [], []
         for _ in range(4):  # the first call compiles
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             lp, _ = logprobs_and_entropy(logits, labels, 1.0, True, chunk_size=chunk)
-            _sync(device)
+            sync(device)
             t1 = time.perf_counter()
             lp.sum().backward()
-            _sync(device)
+            sync(device)
             fwd.append(t1 - t0)
             bwd.append(time.perf_counter() - t1)
             logits.grad = None
@@ -83,10 +79,10 @@ def run_update_variants(w: Workload, device: str, extra: list[str], emit, repeat
                     torch.cuda.reset_peak_memory_stats()
                 for step in range(1 + repeats):  # the first one warms up (compiles)
                     batch.info["global_step"] = step
-                    _sync(device)
+                    sync(device)
                     t0 = time.perf_counter()
                     worker.actor.update_policy(batch.to(worker.device))
-                    _sync(device)
+                    sync(device)
                     times.append(time.perf_counter() - t0)
                 t = statistics.median(times[1:])
                 value = mfu(info["n_params"], tokens, t, info["device_name"], 1)

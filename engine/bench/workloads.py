@@ -46,6 +46,12 @@ WORKLOADS = {
 GSM8K_DIR = "/work/shared/data/gsm8k"  # default; `--gsm8k DIR` or RLSTUDIO_GSM8K override it
 
 
+def sync(device: str) -> None:
+    """Wait for the GPU's queued work before reading a clock (nothing to wait for on CPU)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def model_dir(workload: Workload, root: str | None = None) -> str:
     """The random-init model of the workload's architecture (built once, then reused from the cache)."""
     from engine.builtins import cache_dir

@@ -27,7 +27,8 @@ try:  # Triton ships with CUDA builds of torch; without it the torch path is use
 except Exception:  # noqa: BLE001
     triton = None
 
-BLOCK = 1024  # vocabulary positions per half-block; a block is two halves, whose four random words come from one Philox call
+# vocabulary positions per half-block; a block is two halves, whose four random words come from one Philox call
+BLOCK = 1024
 
 
 def available() -> bool:
@@ -118,3 +119,25 @@ def fused_sample(logits: torch.Tensor, *, seed: torch.Tensor, step: torch.Tensor
     _sample_kernel[(n_rows,)](logits, logits.stride(0), tok, lp, rows, seed, step, eos_t, int(min_new_tokens),
                               vocab, 1.0 / float(temperature), N_EOS=n_eos, SAMPLE=bool(do_sample), BLOCK=block)
     return tok, lp
+
+
+def self_check(vocab: int, device: torch.device, dtype: torch.dtype) -> None:
+    """Raises unless the kernel agrees with torch on random logits of this vocabulary, device and dtype: greedy
+    tokens, the end token held back, and the log-prob of greedy and sampled tokens (the decoder's first-use check)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    logits = (torch.randn(4, vocab, device=device, generator=g) * 3).to(dtype)
+    truth = torch.log_softmax(logits.float() / 0.7, dim=-1)
+    eos = truth.argmax(-1)[:1]  # row 0's best token, held back below
+    kw = {"seed": torch.tensor(5, device=device), "step": torch.tensor(0, device=device),
+          "rows": torch.arange(4, device=device), "temperature": 0.7, "eos": eos, "min_new_tokens": 1}
+    greedy, greedy_lp = fused_sample(logits, do_sample=False, **kw)
+    sampled, sampled_lp = fused_sample(logits, do_sample=True, **kw)
+    best = truth.masked_fill(torch.arange(vocab, device=device) == eos, float("-inf")).argmax(-1)
+    if not torch.equal(greedy, best):
+        raise RuntimeError(f"greedy tokens {greedy.tolist()} where torch gives {best.tolist()}")
+    if (sampled == eos).any() or sampled.min() < 0 or sampled.max() >= vocab:
+        raise RuntimeError(f"sampled tokens {sampled.tolist()} out of range or held back")
+    for tok, lp in ((greedy, greedy_lp), (sampled, sampled_lp)):
+        worst = (truth.gather(1, tok[:, None]).squeeze(1) - lp).abs().max().item()
+        if worst > 1e-3:
+            raise RuntimeError(f"log-prob off by {worst:.3g}")
