@@ -1,5 +1,5 @@
 """python -m engine.bench --workload w1|w2 [--algo grpo|ppo] [--vs-trl] [--anchors] [--update-variants]
-[--decode-variants [--profile]] [--steps 3] [key=value ...]
+[--decode-variants [--profile]] [--plain-vllm] [--steps 3] [key=value ...]
 
 Runs the workload's train step through the real engine (the config, worker group, TrainWorker and
 PPOTrainer.train_step of a training run; `key=value` arguments are ordinary engine overrides on top of the
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="only the actor update, in-process, per one-worker FSDP layout and accumulation mode")
     p.add_argument("--decode-variants", action="store_true",
                    help="only the rollout, in-process, per static-decoder option not yet on by default")
+    p.add_argument("--plain-vllm", action="store_true",
+                   help="only plain vLLM's LLM.generate on the workload's prompts (the bar for the rollout's speed)")
+    p.add_argument("--vllm-gpu-memory", type=float, default=0.9, help="with --plain-vllm: gpu_memory_utilization")
     p.add_argument("--variants", default=None, help="with --decode-variants: comma-separated names (default all)")
     p.add_argument("--profile", action="store_true", help="with --decode-variants: GPU kernels by time per variant")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
@@ -77,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
 
         run_decode_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}), args.warmup,
                             args.steps, args.profile, args.variants.split(",") if args.variants else None)
+        return 0
+
+    if args.plain_vllm:
+        from engine.bench.vllm_plain import run_plain_vllm
+
+        run_plain_vllm(w, device, lambda r: emit({"impl": "vllm", **r}), args.warmup, args.steps,
+                       args.vllm_gpu_memory)
         return 0
 
     engine_step = None

@@ -1,7 +1,6 @@
-"""`python -m engine.bench --decode-variants`: the rollout alone, in-process, under each static-decoder option
-that is not yet on by default (the Triton decode attention, the fused sampling kernel, the whole decode step
-compiled, and together), on the workload's
-model, prompts and answer lengths. One model load for all variants, so one device call settles the defaults.
+"""`python -m engine.bench --decode-variants`: the rollout alone, in-process, at the static decoder's defaults for
+the device and with each default option off in turn (the Triton decode attention, the fused sampling kernel, the
+whole decode step compiled; all three off), on the workload's model, prompts and answer lengths. One model load for all variants, so one device call settles the defaults.
 
 Per variant it prints the median time of `--steps` generate calls after `--warmup`, real answer tokens/s, what
 actually ran (a kernel that fails its first-use check falls back and says so), and the check: mean |rollout
@@ -16,16 +15,29 @@ import torch
 
 from engine.bench.workloads import Workload, model_dir, sync
 
-VARIANTS = {  # the StaticDecoder options of each; their names are `engine_kwargs.hf` keys
-    "default": {},
-    "masked_prefill": {"causal_prefill": False},  # the prefill as before 2026-12-05: 4-D mask, repeated KV heads
-    "triton_attention": {"triton_attention": True},
-    "fused_sampling": {"fused_sampling": True},
-    "compile_step": {"compile_step": True},
-    "triton_attention+fused_sampling": {"triton_attention": True, "fused_sampling": True},
-    "triton_attention+fused_sampling+compile_step": {"triton_attention": True, "fused_sampling": True,
-                                                     "compile_step": True},
-}
+OPTIONS = ("triton_attention", "fused_sampling", "compile_step")  # on by default on GPU (engine_kwargs.hf keys)
+
+
+def variants_for(device: str) -> dict[str, dict]:
+    """The StaticDecoder options of each variant: the engine's defaults on this device, each option away from its
+    default in turn, all three off (the GPU defaults before 2026-12-06), and the old masked prefill."""
+    from types import SimpleNamespace
+
+    from engine.workers.rollout_hf import hf_options
+
+    defaults = hf_options(SimpleNamespace(engine_kwargs=SimpleNamespace(hf={})), device)
+    base = {k: defaults[k] for k in OPTIONS}
+    out = {"default": dict(base)}
+    for k in OPTIONS:  # each option away from its default: off where it is on (GPU), on where it is off (CPU)
+        if base[k]:
+            out[f"no_{k}"] = {**base, k: False}
+        else:
+            out[k] = {**base, k: True}
+    out["none"] = {k: False for k in OPTIONS}
+    out["masked_prefill"] = {**base, "causal_prefill": False}  # the prefill before 2026-12-05: 4-D mask
+    return out
+
+
 CHECK_ROWS = 64
 
 
@@ -72,9 +84,10 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
     if extra:
         raise SystemExit("--decode-variants takes no engine overrides (it runs the decoder alone): "
                          f"got {' '.join(extra)}")
+    table = variants_for(device)
     for name in variants or ():
-        if name not in VARIANTS:
-            raise SystemExit(f"unknown decode variant {name!r}; known: {', '.join(VARIANTS)}")
+        if name not in table:
+            raise SystemExit(f"unknown decode variant {name!r}; known: {', '.join(table)}")
     path = model_dir(w)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa").to(device).eval()
@@ -84,8 +97,8 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     # as the workload's engine run: fixed-length answers unless the model ends them (eos_rate)
     min_new = 0 if w.eos_rate > 0 else w.response_len
-    for name in variants or list(VARIANTS):
-        dec = StaticDecoder(model, compile_blocks=device == "cuda", **VARIANTS[name])
+    for name in variants or list(table):
+        dec = StaticDecoder(model, compile_blocks=device == "cuda", **table[name])
 
         def generate(dec=dec):
             return dec.generate(ids, am, pos, w.response_len, eos=eos, pad_id=pad, min_new_tokens=min_new,

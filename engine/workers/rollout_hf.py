@@ -55,15 +55,16 @@ def hf_options(rollout_cfg, device: str) -> dict:
     cache + CUDA graphs, engine/workers/rollout_static.py; the default on GPU) or generate (transformers'
     `generate`; the default on CPU); `cuda_graphs` = true/false and `compile` = true/false (torch.compile of
     the decode step's norms and MLPs; default true on GPU), `triton_attention` = true/false (the one-kernel decode
-    attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only; default false until it has been
-    timed on a GPU), `fused_sampling` = true/false (one Triton kernel for the logsumexp, the min-tokens mask and
-    Gumbel-max sampling, engine/workers/fused_sampling.py; plain sampling and greedy only, top-k/top-p keep the torch
-    path; default false until timed on a GPU), `compile_step` = true/false (the whole decode forward as one
-    torch.compile'd graph instead of compiled norms/MLPs around eager attention code; default false until timed on a
-    GPU) — all static decode only; `compact_every` = N (default
+    attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only), `fused_sampling` = true/false (one
+    Triton kernel for the logsumexp, the min-tokens mask and Gumbel-max sampling, engine/workers/fused_sampling.py;
+    plain sampling and greedy only, top-k/top-p keep the torch path), `compile_step` = true/false (the whole decode
+    forward as one torch.compile'd graph instead of compiled norms/MLPs around eager attention code) — these three
+    default to true on GPU (timed faster there with the same log-prob check; each falls back with a warning when
+    its first-use check fails) and false on CPU; all static decode only; `compact_every` = N (default
     32, 0 = off): every N decode steps, drop the rows that have ended from the static decoder's batch and KV cache
     once at most half are still running."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
+    gpu = device == "cuda"
     decode = str(opts.get("decode", "static" if device == "cuda" else "generate"))
     if decode not in ("static", "generate"):
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode!r}: use static or generate")
@@ -79,8 +80,8 @@ def hf_options(rollout_cfg, device: str) -> dict:
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.compact_every={opts.get('compact_every')!r}: "
                          "use a number of decode steps ≥ 0 (0 turns compaction off)")
     return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda"),
-            "compact_every": compact_every, "triton_attention": flag("triton_attention", False),
-            "fused_sampling": flag("fused_sampling", False), "compile_step": flag("compile_step", False)}
+            "compact_every": compact_every, "triton_attention": flag("triton_attention", gpu),
+            "fused_sampling": flag("fused_sampling", gpu), "compile_step": flag("compile_step", gpu)}
 
 
 class HFRollout:

@@ -15,8 +15,9 @@ def rollout(**hf):
 def test_defaults_per_device():
     gpu, cpu = hf_options(rollout(), "cuda"), hf_options(rollout(), "cpu")
     assert gpu == {"decode": "static", "cuda_graphs": True, "compile": True, "compact_every": 32,
-                   "triton_attention": False, "fused_sampling": False, "compile_step": False}
+                   "triton_attention": True, "fused_sampling": True, "compile_step": True}
     assert cpu["decode"] == "generate" and cpu["compile"] is False
+    assert not (cpu["triton_attention"] or cpu["fused_sampling"] or cpu["compile_step"])
 
 
 def test_flags_from_command_line_strings():

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU runs of issue 26 on one warm device machine, after the four transfer calls of device_vllm_prep.sh (call 4
+# runs `bash engine/bench/device_issue26.sh install vllm-bench`, later calls name their parts). Each part writes its
+# raw output under $OUT (stdout JSON lines + stderr) and is time-limited, so one failing part leaves the others.
+#   install      device_vllm_install.sh (once per machine)
+#   vllm-bench   plain vLLM on W1 and W2 (engine.bench --plain-vllm), then W1 and W2 through rlstudio's vLLM rollout
+#   seed-vllm    the seed command with rollout.name=vllm (CUDA graphs on), 12 steps
+#   seed         the seed command as written (HF rollout, in-process worker) and with ray_init.mode=ray, 12 steps
+#   w1-trl       W1 at defaults vs TRL in one invocation; W2 at defaults (static decoder)
+set -uo pipefail
+export PYTHONPATH=/tmp/site:$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+# vLLM's top-k/top-p sampler probes FlashInfer, which is not carried (a JIT package with its own CUDA toolchain
+# needs); its PyTorch sampler runs instead, for plain vLLM and the rollout alike
+export VLLM_USE_FLASHINFER_SAMPLER=0
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+gsm=/tmp/.whl-gsm8k
+part() {  # part NAME SECONDS COMMAND...: run, keep stdout/stderr under $OUT, say how it ended
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  timeout "$limit" "$@" > >(tee -a "$OUT/$name.jsonl") 2> >(tee -a "$OUT/$name.err" | grep -E "Error|error|Traceback|WARN|warn|\[bench\]|\[device" | tail -n 40 >&2)
+  echo "=== $name: exit $? after $((SECONDS - t0)) s"
+}
+for what in "$@"; do
+  case $what in
+    install)
+      bash engine/bench/device_vllm_install.sh
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+      python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" 2>&1 | tail -n 20 ;;
+    vllm-bench)
+      part w1-plain-vllm 170 python3 -m engine.bench --workload w1 --plain-vllm --steps 3
+      part w2-plain-vllm 170 python3 -m engine.bench --workload w2 --plain-vllm --gsm8k "$gsm" --steps 3
+      part w1-rlstudio-vllm 210 python3 -m engine.bench --workload w1 --steps 3 actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False ;;
+    w2-vllm)
+      part w2-rlstudio-vllm 300 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --steps 2 \
+        actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.enforce_eager=False ;;
+    seed-vllm)
+      part seed-vllm 420 bash engine/bench/device_seed.sh vllm actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False ;;
+    seed-vllm-tis)
+      part seed-vllm-tis 420 bash engine/bench/device_seed.sh vllm-tis actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False algorithm.rollout_correction.rollout_is=token ;;
+    seed)
+      part seed-default 300 bash engine/bench/device_seed.sh default
+      part seed-ray 300 bash engine/bench/device_seed.sh ray ray_init.mode=ray ;;
+    final)  # the last batch of 2026-12-06: what needs vLLM, rollout comparisons in one call
+      part seed-vllm 230 bash engine/bench/device_seed.sh vllm actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False
+      part w1-plain-vllm 100 python3 -m engine.bench --workload w1 --plain-vllm --steps 2
+      part w1-static 60 python3 -m engine.bench --workload w1 --decode-variants --steps 2 --variants default
+      part w2-plain-vllm 100 python3 -m engine.bench --workload w2 --plain-vllm --gsm8k "$gsm" --steps 2
+      part w2-static 60 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --decode-variants --steps 2 --variants default ;;
+    w1-trl)
+      part w1-vs-trl 330 python3 -m engine.bench --workload w1 --vs-trl --steps 3
+      part w2-static 240 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --steps 2 ;;
+    *) echo "unknown part $what"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The README's seed command through its real entry point (`python -m engine.main_ppo`) on a device machine, as a
+# user runs it: unchanged except the model (random-init Qwen2.5-0.5B architecture) and data paths (GSM8K from
+# /tmp/.whl-gsm8k), 12 steps, checkpoint and validation every 10; the file logger is added beside the console so
+# that every phase's timing and the rollout-vs-actor mismatch of every step come back ($OUT/seed-LABEL-metrics.jsonl).
+#   bash engine/bench/device_seed.sh LABEL [key=value ...]      (e.g. ray_kwargs.ray_init.mode=ray)
+# Prints the run's output, every line prefixed with seconds since launch (device_issue26.sh keeps it under $OUT).
+set -uo pipefail
+label=$1; shift
+gsm=/tmp/.whl-gsm8k
+[ -f /tmp/seed-data/train.parquet ] || python3 -m engine.data.gsm8k --input $gsm --local_dir /tmp/seed-data >/dev/null
+[ -f /tmp/seed-model/config.json ] || python3 -m engine.models.random --arch qwen2.5-0.5b --out /tmp/seed-model >/dev/null
+stamp() { python3 -u -c "
+import sys, time
+t0 = float(sys.argv[1])
+for line in sys.stdin:
+    print(f'{time.time() - t0:7.1f} {line}', end='', flush=True)" "$1"; }
+t0=$(python3 -c 'import time; print(time.time())')
+PYTHONUNBUFFERED=1 python3 -m engine.main_ppo \
+  data.train_files=/tmp/seed-data/train.parquet data.val_files=/tmp/seed-data/test.parquet \
+  data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 \
+  data.filter_overlong_prompts=True \
+  actor_rollout_ref.model.path=/tmp/seed-model actor_rollout_ref.actor.optim.lr=1e-6 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
+  actor_rollout_ref.rollout.name=naive critic.optim.lr=1e-5 critic.model.path=/tmp/seed-model \
+  critic.ppo_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 "trainer.logger=['console','file']" \
+  trainer.val_before_train=False trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.save_freq=10 \
+  trainer.test_freq=10 trainer.total_epochs=15 trainer.total_training_steps=12 \
+  trainer.default_local_dir=/tmp/ckpt-$label "$@" 2>&1 | stamp "$t0"
+# every metric of every step (phase timings, mismatch, memory): the file logger's metrics.jsonl, beside the log
+[ -n "${OUT:-}" ] && cp /tmp/ckpt-$label/metrics.jsonl "$OUT/seed-$label-metrics.jsonl" 2>/dev/null
+echo "[device_seed] $label exit ${PIPESTATUS[0]} after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
