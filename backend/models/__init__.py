@@ -33,6 +33,7 @@ from backend.models.run import (
     RunsPublic,
     RunStatus,
     RunStatusReport,
+    RunSummary,
     RunUpdate,
 )
 from backend.models.sample import (
@@ -86,6 +87,7 @@ __all__ = [
     "RunPublic",
     "RunStatus",
     "RunStatusReport",
+    "RunSummary",
     "RunTool",
     "RunTools",
     "RunUpdate",

@@ -139,6 +139,16 @@ class RunCreated(RunPublic):
     ingest_token: str | None = None  # only for launch=false, only in this response
 
 
+class RunSummary(RunPublic):
+    """A run in the runs list, with its latest held-out score: what runs are compared by (the training batch's
+    score is not)."""
+
+    val_score: float | None = Field(default=None, description="the latest finite value of `val_score_key`")
+    val_score_key: str | None = Field(default=None, description="the run's first `val-core/<source>/reward/mean@N` "
+                                      "key (else its first `val-core/` key); null when it logged none")
+    val_score_step: int | None = Field(default=None, description="the step of `val_score`")
+
+
 class RunsPublic(SQLModel):
-    data: list[RunPublic]
+    data: list[RunSummary]
     count: int

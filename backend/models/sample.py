@@ -119,7 +119,8 @@ class SampleSteps(SQLModel):
 
 
 class SampleRow(SQLModel):
-    """One answer as a table row: no prompt text and no per-token arrays (the dense table, "What changed")."""
+    """One answer as a table row: the question but not the whole prompt, no per-token arrays (the dense table,
+    "What changed")."""
 
     id: int
     step: int
@@ -132,6 +133,8 @@ class SampleRow(SQLModel):
     advantage: float | None = Field(default=None, description="mean over the response's tokens")
     length: int = Field(description="response tokens (characters when the run logged no tokens)")
     first_line: str = Field(description="the answer's first non-empty line, at most 200 characters")
+    question: str = Field(description="the prompt's last user turn without the chat template's tokens "
+                          "(the prompt itself when it has none), on one line, at most 200 characters")
     rollout_diff_max: float | None = Field(
         default=None, description="largest |rollout - actor log-prob| over the answer's tokens (a vLLM rollout's "
         "extras.rollout_log_probs against old_log_probs); null when the run logged no rollout log-probs")

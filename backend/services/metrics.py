@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import time
 from itertools import repeat
 
@@ -14,7 +15,7 @@ from sqlmodel import Session, select
 from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsIngest, Run
 from backend.models.common import finite_or_text
 from backend.services import metric_buckets
-from backend.services.events import insert_event, run_channel
+from backend.services.events import RUNS_CHANNEL, insert_event, run_channel
 from backend.services.runs import announce, update_progress
 
 STEP_KEY = "training/global_step"
@@ -96,6 +97,9 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
+        if any(key.startswith(VAL_PREFIX) for key in written):  # a validation: the runs list's held-out score
+            insert_event(session, RUNS_CHANNEL, "progress", {"id": run.id, **held_out(session=session,
+                                                                                     run_ids=[run.id]).get(run.id, {})})
         session.commit()
     return len(values)
 
@@ -278,6 +282,42 @@ def latest(*, session: Session, run_id: int, key_list: list[str] | None = None) 
         stmt = stmt.where(MetricPoint.key.in_(key_list))
     return [LatestMetric(key=p.key, step=p.step, value=finite_or_text(p.value), wall_time=p.wall_time)
             for p in session.exec(stmt).all()]
+
+
+VAL_PREFIX = "val-core/"
+VAL_SCORE = re.compile(r"^val-core/.+/reward/mean@\d+$")
+
+
+def held_out(*, session: Session, run_ids: list[int]) -> dict[int, dict]:
+    """Each run's latest held-out score (`val_score`, `val_score_key`, `val_score_step`; runs that logged no
+    `val-core/` key are left out): the latest finite value of its first `val-core/<source>/reward/mean@N` key, else
+    of its first `val-core/` key. One query for the keys (on SQLite the buckets' top level: a row per series),
+    then one index lookup per run."""
+    keys: dict[int, list[str]] = {}
+    ids = list(dict.fromkeys(run_ids))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        if _bucketed(session):
+            marks = ", ".join("?" * len(chunk))
+            rows = _executor(session)(f'SELECT run_id, "key" FROM metric_bucket WHERE level = {metric_buckets.TOP} '
+                                      f'AND run_id IN ({marks}) AND "key" >= ? AND "key" < ?',
+                                      (*chunk, VAL_PREFIX, VAL_PREFIX[:-1] + "0"))
+        else:
+            rows = session.execute(select(MetricPoint.run_id, MetricPoint.key).distinct().where(
+                MetricPoint.run_id.in_(chunk), MetricPoint.key.startswith(VAL_PREFIX))).all()
+        for run_id, key in rows:
+            keys.setdefault(run_id, []).append(key)
+    out: dict[int, dict] = {}
+    for run_id, names in keys.items():
+        names = sorted(set(names))
+        key = next((k for k in names if VAL_SCORE.match(k)), names[0])
+        latest = session.execute(select(MetricPoint.step, MetricPoint.value)
+                                 .where(MetricPoint.run_id == run_id, MetricPoint.key == key,
+                                        MetricPoint.value.is_not(None))
+                                 .order_by(MetricPoint.step.desc()).limit(8)).all()
+        step, value = next(((s, v) for s, v in latest if math.isfinite(v)), (None, None))
+        out[run_id] = {"val_score": value, "val_score_key": key, "val_score_step": step}
+    return out
 
 
 def export(*, session: Session, run_id: int, fmt: str, layout: str) -> bytes:

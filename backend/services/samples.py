@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -163,6 +164,39 @@ def _first_line(text: str | None) -> str:
     return ""
 
 
+# The question of a prompt: its last user turn without the chat template's tokens (Qwen's ChatML, the tiny model's
+# compact `<|im_start|>Q:` form, Llama 3's); the prompt itself when it has no template. The same rules as the
+# UI's frontend/src/lib/question.ts `questionOf` (keep the two in step).
+_USER_START = re.compile(r"<\|im_start\|>(?:user\n|Q:)|<\|start_header_id\|>user<\|end_header_id\|>\n*")
+_TURN_END = re.compile(r"<\|im_end\|>|<\|eot_id\|>|<\|im_start\|>|<\|start_header_id\|>|<\|endoftext\|>")
+_HEADER = re.compile(r"<\|im_start\|>\w*(?:\n|:)?|<\|start_header_id\|>\w*<\|end_header_id\|>")
+_SPECIAL = re.compile(r"<\|[a-z_]+\|>")
+QUESTION_CHARS = 200
+
+
+def question_of(prompt: str | None) -> str:
+    raw = prompt or ""
+    last = None
+    for last in _USER_START.finditer(raw):
+        pass
+    if last is not None:
+        rest = raw[last.end():]
+        end = _TURN_END.search(rest)
+        return (rest[:end.start()] if end else rest).strip()
+    if not _SPECIAL.search(raw):
+        return raw.strip()
+    return " ".join(_SPECIAL.sub(" ", _HEADER.sub(" ", raw)).split())
+
+
+def _question_line(prompt: str | None, seen: dict[str, str]) -> str:
+    """The question on one line (whitespace collapsed), at most QUESTION_CHARS characters; answers to one prompt
+    share the work."""
+    line = seen.get(prompt or "")
+    if line is None:
+        line = seen[prompt or ""] = " ".join(question_of(prompt).split())[:QUESTION_CHARS]
+    return line
+
+
 def _mean(values) -> float | None:
     finite = [v for v in values or () if isinstance(v, (int, float)) and math.isfinite(v)]
     return sum(finite) / len(finite) if finite else None
@@ -180,45 +214,47 @@ def _max_abs_diff(rollout, actor) -> float | None:
 def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
          data_source: str | None = None, text: str | None = None, min_score: float | None = None,
          max_score: float | None = None, limit: int, turns: TurnFilters | None = None) -> tuple[list[SampleRow], int]:
-    """A run's samples (filtered) as table rows: no prompt, no per-token arrays; the mean advantage, the
-    length and the rollout/actor gap are computed here so the browser never downloads the arrays. On SQLite
-    the database reduces the arrays itself (json_each), so 4,096 answers of 256 tokens are not decoded in
-    Python; only rows that carry rollout log-probs are."""
+    """A run's samples (filtered) as table rows: the prompt's question (not the whole prompt), no per-token
+    arrays; the mean advantage, the length and the rollout/actor gap are computed here so the browser never
+    downloads the arrays. On SQLite the database reduces the arrays itself (json_each), so 4,096 answers of
+    256 tokens are not decoded in Python; only rows that carry rollout log-probs are."""
     stmt = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
                      max_score=max_score, turns=turns)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     head = (Sample.id, Sample.step, Sample.split, Sample.sample_index, Sample.prompt_index, Sample.group_uid,
             Sample.data_source, Sample.score, func.substr(Sample.response, 1, 2000), func.length(Sample.response),
-            Sample.num_turns, Sample.tool_names, Sample.tool_error)
+            Sample.num_turns, Sample.tool_names, Sample.tool_error, Sample.prompt)
     order = (Sample.step, Sample.split, Sample.sample_index, Sample.id)
     out: list[SampleRow] = []
+    questions: dict[str, str] = {}
     if session.get_bind().dialect.name == "sqlite":
         t = Sample.__tablename__
         reduced = (literal_column(f"(SELECT avg(value) FROM json_each({t}.advantages))"),
                    literal_column(f"json_array_length({t}.tokens)"),
                    literal_column(f"json_type({t}.extras, '$.rollout_log_probs') = 'array'"))
         result = session.execute(stmt.with_only_columns(*head, *reduced).order_by(*order).limit(limit)).all()
-        with_rollout = [r[0] for r in result if r[15]]
+        with_rollout = [r[0] for r in result if r[16]]
         gaps = {}
         for i in range(0, len(with_rollout), 500):
             for sid, extras, actor in session.execute(select(Sample.id, Sample.extras, Sample.old_log_probs)
                                                       .where(Sample.id.in_(with_rollout[i:i + 500]))).all():
                 gaps[sid] = _max_abs_diff((extras or {}).get("rollout_log_probs"), actor)
         for r in result:
-            out.append(_row(r, advantage=r[13], length=r[14], gap=gaps.get(r[0])))
+            out.append(_row(r, advantage=r[14], length=r[15], gap=gaps.get(r[0]), questions=questions))
         return out, count
     result = session.execute(stmt.with_only_columns(*head, Sample.advantages, Sample.tokens, Sample.old_log_probs,
                                                     Sample.extras).order_by(*order).limit(limit)).all()
     for r in result:
-        out.append(_row(r, advantage=_mean(r[13]), length=len(r[14]) if r[14] else None,
-                        gap=_max_abs_diff((r[16] or {}).get("rollout_log_probs"), r[15])))
+        out.append(_row(r, advantage=_mean(r[14]), length=len(r[15]) if r[15] else None,
+                        gap=_max_abs_diff((r[17] or {}).get("rollout_log_probs"), r[16]), questions=questions))
     return out, count
 
 
-def _row(r, *, advantage, length, gap) -> SampleRow:
+def _row(r, *, advantage, length, gap, questions) -> SampleRow:
     return SampleRow(id=r[0], step=r[1], split=r[2], sample_index=r[3], prompt_index=r[4], group_uid=r[5],
                      data_source=r[6], score=r[7], advantage=advantage,
                      length=length if length else (r[9] or 0), first_line=_first_line(r[8]),
+                     question=_question_line(r[13], questions),
                      rollout_diff_max=gap, num_turns=r[10], tools=r[11].strip("|").split("|") if r[11] else None,
                      tool_error=r[12])
 

@@ -114,6 +114,36 @@ def test_run_list_filters_sort_paging(client):
     assert client.get(f"{API}/runs", params={"config": "nonsense"}).status_code == 422
 
 
+def test_run_list_carries_the_latest_held_out_score(client):
+    from sqlmodel import Session, select
+
+    from backend.models import Event
+
+    a, b, c = (external_run(client, name=n) for n in ("a", "b", "c"))
+    mean_key = "val-core/arith/reward/mean@1"
+    points = [{"key": "critic/score/mean", "step": s, "value": 0.3} for s in (1, 2, 3)]
+    points += [{"key": "val-core/arith/reward/best@4/mean", "step": 3, "value": 0.9},  # sorts first, not the score
+               {"key": mean_key, "step": 0, "value": 0.2}, {"key": mean_key, "step": 2, "value": 0.565}]
+    assert client.post(f"{API}/runs/{a['id']}/metrics", json={"points": points}, headers=auth(a)).status_code == 200
+    # a later validation that came out NaN does not replace the last finite score
+    client.post(f"{API}/runs/{a['id']}/metrics", json={"points": [{"key": mean_key, "step": 3, "value": "NaN"}]},
+                headers=auth(a))
+    # no reward/mean@N key: the first val-core key; "val-core0..." is not under val-core/
+    client.post(f"{API}/runs/{b['id']}/metrics", headers=auth(b), json={"series": [
+        {"key": "val-core/gsm8k/acc", "steps": [5, 9], "values": [0.1, 0.4]},
+        {"key": "val-core0", "steps": [9], "values": [7]}]})
+    got = {r["id"]: r for r in client.get(f"{API}/runs").json()["data"]}
+    assert (got[a["id"]]["val_score"], got[a["id"]]["val_score_key"], got[a["id"]]["val_score_step"]) == (0.565, mean_key, 2)
+    assert (got[b["id"]]["val_score"], got[b["id"]]["val_score_key"], got[b["id"]]["val_score_step"]) == (0.4, "val-core/gsm8k/acc", 9)
+    assert (got[c["id"]]["val_score"], got[c["id"]]["val_score_key"]) == (None, None)
+    assert "val_score" not in client.get(f"{API}/runs/{a['id']}").json()  # the list's summary field
+    # each validation tells the runs feed the new held-out score (the runs table updates live)
+    with Session(client.app.state.engine) as session:
+        feed = [e.data for e in session.exec(select(Event).where(Event.channel == "runs", Event.kind == "progress"))
+                if "val_score" in e.data]
+    assert [(e["id"], e["val_score"]) for e in feed] == [(a["id"], 0.565), (a["id"], 0.565), (b["id"], 0.4)]
+
+
 # ------------------------------------------------------------------------------------------ metrics
 def test_metrics_ingest_is_idempotent_and_queryable(client, settings):
     run = external_run(client)

@@ -36,6 +36,35 @@ def test_rows_are_light_and_carry_the_numbers(client):
     assert client.get("/api/v1/runs/999/samples/rows").status_code == 404
 
 
+def test_rows_carry_the_question_without_the_chat_template(client):
+    run = external_run(client)
+    prompts = [("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?\nShow   work.<|im_end|>\n"
+                "<|im_start|>assistant\n"),
+               "<|im_start|>Q:82+53=?<|im_end|><|im_start|>A:",  # the tiny model's compact template
+               "  What is 7 * 6?\n", "<|im_start|>user\n" + "long " * 100 + "<|im_end|>"]
+    samples = [{**_sample(1, i, i), "prompt": p} for i, p in enumerate(prompts)]
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    rows = client.get(f"/api/v1/runs/{run['id']}/samples/rows").json()["data"]
+    assert [r["question"] for r in rows[:3]] == ["What is 2+2? Show work.", "82+53=?", "What is 7 * 6?"]
+    assert len(rows[3]["question"]) == 200 and rows[3]["question"].startswith("long long")
+
+
+def test_question_of_follows_the_ui_rules():
+    """The cases of frontend/src/lib/question.test.ts: the table's question and the cards' are the same text."""
+    from backend.services.samples import question_of
+
+    shots = ("<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n2<|im_end|>\n<|im_start|>user\n3+4?<|im_end|>\n"
+             "<|im_start|>assistant\n")
+    llama = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+             "<|end_header_id|>\n\nName a prime.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert question_of(shots) == "3+4?"
+    assert question_of(llama) == "Name a prime."
+    assert question_of("<|im_start|>user\nunfinished ") == "unfinished"
+    assert question_of("a <b>tag</b> is not a template") == "a <b>tag</b> is not a template"
+    assert question_of("<|im_start|>system\nOnly a system turn.<|im_end|>\n<|im_start|>assistant\n") == "Only a system turn."
+    assert question_of(None) == question_of("") == ""
+
+
 def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
     run = external_run(client)
     # steps 1..4 draw prompts (0,1), (2,3), (4,5), (0,9): only step 4 shares a prompt with step 1

@@ -50,6 +50,7 @@ def test_dense_table_sorts_filters_and_stays_virtual_at_4096(page, server):
     expect(rows.first).to_be_visible()
     assert rows.count() < 100  # only the rows in view are in the DOM
     expect(rows.first.locator(".st-prompt")).to_have_text("#0")
+    expect(rows.first.locator(".st-question")).to_have_text("What is prompt 0?")
     # sort by score, highest first: every visible row scores 1
     page.get_by_role("button", name="score").click()
     expect(page).to_have_url(re.compile(r"sort=-score"))
@@ -75,13 +76,22 @@ def test_dense_table_sorts_filters_and_stays_virtual_at_4096(page, server):
 
 def test_group_view_shows_the_numbers_grpo_used(page, server):
     run = server.api.external_run("group-run", tags=["ui"])
-    scores = {0: [1.0, 0.0, 0.0, 0.0], 1: [1.0, 1.0, 1.0, 1.0], 2: [0.0, 1.0, 1.0, 0.5]}
-    server.api.samples(run, answers(3, [0, 1, 2], scores))
+    scores = {0: [1.0, 0.0, 0.0, 0.0], 1: [1.0, 1.0, 1.0, 1.0], 2: [0.0, 1.0, 1.0, 0.5], 3: [1.0]}
+    samples = answers(3, [0, 1, 2, 3], scores)
+    for s in samples:  # prompt 0 as a chat template renders it
+        if s["prompt_index"] == 0:
+            s["prompt"] = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is prompt 0?<|im_end|>\n<|im_start|>assistant\n"
+    server.api.samples(run, samples)
     server.api.status(run, "succeeded")
     page.goto(f"{server.url}/runs/{run['id']}/samples?view=groups")
     groups = page.locator("[data-group]")
-    expect(groups).to_have_count(3)
+    expect(groups).to_have_count(4)
     first = groups.nth(0)
+    # the question, not the template; the raw prompt one click away
+    question = first.locator("[data-question]")
+    expect(question.locator(".model-text")).to_have_text("What is prompt 0?")
+    question.get_by_role("button", name="raw prompt").click()
+    expect(question.locator(".model-text")).to_contain_text("<|im_start|>user")
     # std with n - 1: sqrt(0.75 / 3) = 0.5 (dividing by n would give 0.433)
     expect(first.locator("[data-group-summary]")).to_contain_text("mean 0.25 · std 0.5 (n − 1)")
     worked = [float(t) for t in first.locator("[data-grpo-advantage]").all_inner_texts()]
@@ -94,7 +104,18 @@ def test_group_view_shows_the_numbers_grpo_used(page, server):
     expect(groups.nth(1)).to_contain_text("degenerate group")
     expect(groups.nth(1).locator("[data-group-summary]")).to_contain_text("std 0")
     assert [float(t) for t in groups.nth(1).locator("[data-grpo-advantage]").all_inner_texts()] == [0, 0, 0, 0]
+    # one answer: its real mean and no group statistic (GRPO's advantage is the score itself)
+    single = groups.nth(3)
+    expect(single.locator("[data-group-summary]")).to_have_text("1 answer · mean 1 · no group statistic (one answer per prompt)")
+    assert [float(t) for t in single.locator("[data-grpo-advantage]").all_inner_texts()] == [1.0]
     shot(page, "samples-group-numbers")
+    # a score filter leaves part of a group out: the numbers GRPO used are read back from the logged advantages
+    page.goto(f"{server.url}/runs/{run['id']}/samples?view=groups&min=0.5")
+    third = page.locator("[data-group$='-2']")
+    expect(third.locator("[data-answer]")).to_have_count(3)
+    expect(third.locator("[data-partial]")).to_be_visible()
+    assert float(third.locator("[data-used-mean]").get_attribute("data-used-mean")) == pytest.approx(0.625, abs=1e-4)
+    assert float(third.locator("[data-used-std]").get_attribute("data-used-std")) == pytest.approx((0.6875 / 3) ** 0.5, abs=1e-4)
     assert not page.errors
 
 

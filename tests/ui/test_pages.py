@@ -48,6 +48,13 @@ def test_runs_table_updates_live(page, server):
     server.api.status(run, "succeeded")
     expect(row.locator("[data-status]")).to_have_text("succeeded")  # via SSE, no reload
     expect(row).to_contain_text("3 / 10")
+    # a validation's score reaches the Held-out column live, beside the training score
+    server.api.metrics(run, [{"key": "val-core/arith/reward/mean@1", "step": 3, "value": 0.565}])
+    expect(row.locator("[data-val-score]")).to_have_text("0.565")
+    expect(row.locator("[data-val-score]")).to_have_attribute("title", "val-core/arith/reward/mean@1 at step 3")
+    page.get_by_role("button", name="Held-out").click()
+    expect(page).to_have_url(re.compile(r"sort=-val"))
+    expect(page.locator("tbody tr").first).to_have_attribute("data-run-id", str(run["id"]))
     shot(page, "runs-table")
     assert not page.errors
 
@@ -134,6 +141,7 @@ def test_side_by_side_two_steps(page, server):
     run = seeded_run(server.api, "sbs-run")
     page.goto(f"{server.url}/side-by-side?a={run['id']}:2&b={run['id']}:8")
     expect(page.get_by_text("Prompt #0")).to_be_visible()
+    expect(page.locator("[data-sbs-question]")).to_contain_text("What is 10 + 3?")
     expect(page.locator("[data-row]")).to_have_count(4)
     assert page.locator("ins.diff-added, del.diff-removed").count() > 0  # word-level diff highlighted
     shot(page, "side-by-side")

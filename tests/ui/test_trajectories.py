@@ -76,7 +76,7 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     expect(page).to_have_url(re.compile(r"tool_error=1"))
     expect(cards).to_have_count(1)
     expect(cards.first.locator("[data-role=tool]")).to_have_attribute("data-error", "true")
-    expect(count).to_contain_text("1 sample ")
+    expect(count).to_contain_text("1 answer to 1 prompt")
     page.get_by_label("tool error").select_option("0")
     expect(cards).to_have_count(2)
     page.get_by_label("tool error").select_option("")
@@ -91,7 +91,7 @@ def test_trajectories_read_as_conversations(page, server, tmp_path):
     expect(cards).to_have_count(2)
     page.get_by_label("number of turns").fill("2")
     expect(cards).to_have_count(1)
-    expect(count).to_contain_text("1 sample ")
+    expect(count).to_contain_text("1 answer to 1 prompt")
     page.get_by_label("number of turns").fill("7")
     expect(page.get_by_text("No samples match these filters.")).to_be_visible()
     # the tool filter lists the run's tools (GET /runs/{id}/tools), not only those on the page: opened on answers

@@ -24,9 +24,11 @@ from backend.models import (
     RunsPublic,
     RunStatus,
     RunStatusReport,
+    RunSummary,
     RunUpdate,
 )
 from backend.services import artifacts, experiments, run_config
+from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
 from backend.settings import Settings
 
@@ -100,7 +102,8 @@ def list_runs(
     rows, count = runs_service.list_runs(
         session=session, statuses=status_, experiment_id=experiment_id, tags=tag, without_tags=not_tag, name_contains=q, config=filters,
         parent_id=parent_id, sort=field, descending=sort.startswith("-"), skip=skip, limit=limit)
-    return RunsPublic(data=[RunPublic.model_validate(r) for r in rows], count=count)
+    held_out = metrics_service.held_out(session=session, run_ids=[r.id for r in rows])
+    return RunsPublic(data=[RunSummary.model_validate(r, update=held_out.get(r.id, {})) for r in rows], count=count)
 
 
 @router.get("/{run_id}", response_model=RunPublic)

@@ -777,6 +777,118 @@ export type RunStatusReport = {
 };
 
 /**
+ * RunSummary
+ *
+ * A run in the runs list, with its latest held-out score: what runs are compared by (the training batch's
+ * score is not).
+ */
+export type RunSummary = {
+    /**
+     * Name
+     */
+    name?: string;
+    /**
+     * Tags
+     */
+    tags?: Array<string>;
+    /**
+     * Notes
+     */
+    notes?: string;
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Experiment Id
+     */
+    experiment_id: number;
+    status: RunStatus;
+    /**
+     * Source
+     */
+    source: string;
+    /**
+     * Preset
+     */
+    preset: string | null;
+    /**
+     * Config
+     */
+    config: {
+        [key: string]: unknown;
+    };
+    /**
+     * Resolved Config
+     */
+    resolved_config: {
+        [key: string]: unknown;
+    };
+    /**
+     * Created At
+     */
+    created_at: string;
+    /**
+     * Started At
+     */
+    started_at: string | null;
+    /**
+     * Finished At
+     */
+    finished_at: string | null;
+    /**
+     * Progress Step
+     */
+    progress_step: number | null;
+    /**
+     * Progress Total
+     */
+    progress_total: number | null;
+    /**
+     * Eta Seconds
+     */
+    eta_seconds: number | null;
+    /**
+     * Error
+     */
+    error: string | null;
+    /**
+     * Log Tail
+     */
+    log_tail: string | null;
+    /**
+     * Submission Id
+     */
+    submission_id: string | null;
+    /**
+     * Parent Id
+     */
+    parent_id: number | null;
+    /**
+     * Parent Relation
+     */
+    parent_relation: string | null;
+    /**
+     * Val Score
+     *
+     * the latest finite value of `val_score_key`
+     */
+    val_score?: number | null;
+    /**
+     * Val Score Key
+     *
+     * the run's first `val-core/<source>/reward/mean@N` key (else its first `val-core/` key); null when it logged none
+     */
+    val_score_key?: string | null;
+    /**
+     * Val Score Step
+     *
+     * the step of `val_score`
+     */
+    val_score_step?: number | null;
+};
+
+/**
  * RunTool
  */
 export type RunTool = {
@@ -851,7 +963,7 @@ export type RunsPublic = {
     /**
      * Data
      */
-    data: Array<RunPublic>;
+    data: Array<RunSummary>;
     /**
      * Count
      */
@@ -1107,7 +1219,8 @@ export type SamplePublic = {
 /**
  * SampleRow
  *
- * One answer as a table row: no prompt text and no per-token arrays (the dense table, "What changed").
+ * One answer as a table row: the question but not the whole prompt, no per-token arrays (the dense table,
+ * "What changed").
  */
 export type SampleRow = {
     /**
@@ -1160,6 +1273,12 @@ export type SampleRow = {
      * the answer's first non-empty line, at most 200 characters
      */
     first_line: string;
+    /**
+     * Question
+     *
+     * the prompt's last user turn without the chat template's tokens (the prompt itself when it has none), on one line, at most 200 characters
+     */
+    question: string;
     /**
      * Rollout Diff Max
      *

@@ -6,6 +6,7 @@ import { fmtNum } from "../lib/format";
 import { MISMATCH_THRESHOLD, mismatchSummary } from "../lib/tokenMismatch";
 import { ScoreBadge } from "./Badges";
 import { Conversation } from "./Conversation";
+import { Question } from "./Question";
 import { ModelText } from "./Text";
 import { TokenView, type Shade } from "./TokenView";
 
@@ -45,12 +46,7 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
           </button>
         )}
       </header>
-      {showPrompt && (
-        <details className="prompt">
-          <summary>Prompt</summary>
-          <ModelText text={sample.prompt} />
-        </details>
-      )}
+      {showPrompt && <Question prompt={sample.prompt} />}
       <div className="response">
         {tokens ? <TokenView sample={sample} shade={shade} /> : multi ? <Conversation sample={sample} /> : <ModelText text={sample.response} />}
       </div>

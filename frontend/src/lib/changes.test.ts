@@ -19,6 +19,9 @@ describe("what changed", () => {
     expect(half["newly-solved"]).toBe(2); // prompt 4's 0.5 counts at threshold 0.5
     const two: ValRow[] = [{ step: 0, prompt_index: 9, score: 1 }, { step: 0, prompt_index: 9, score: 0 }];
     expect(resultsAt(two, 0, 0.5).get(9)).toMatchObject({ score: 0.5, solved: true });
+    // each prompt carries its question (from the sample rows) next to its first answer
+    const asked: ValRow[] = [{ step: 0, prompt_index: 3, score: 1, first_line: "7", question: "What is 3 + 4?" }];
+    expect(resultsAt(asked, 0, 0.5).get(3)).toMatchObject({ answer: "7", question: "What is 3 + 4?" });
   });
   it("sorts by most improved and most regressed", () => {
     const { changes } = compare(resultsAt(rows, 0, 1), resultsAt(rows, 10, 1));

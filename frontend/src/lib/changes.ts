@@ -9,6 +9,8 @@ export interface ValRow {
   prompt_index?: number | null;
   score?: number | null;
   first_line?: string;
+  /** the prompt's question (the server's sample rows carry it) */
+  question?: string;
   // multi-turn runs
   num_turns?: number | null;
   tools?: string[] | null;
@@ -20,6 +22,7 @@ export interface PromptResult {
   score: number;
   solved: boolean;
   answer: string;
+  question: string;
   /** multi-turn runs: of the prompt's answers, how many called a tool and how many had a tool call fail */
   tool?: { answers: number; used: number; errors: number };
 }
@@ -27,11 +30,11 @@ export interface PromptResult {
 /** Per prompt at one step: the mean score of its answers and whether that counts as solved (and, for
  * multi-turn runs, how many of its answers used a tool). */
 export function resultsAt(rows: readonly ValRow[], step: number, threshold: number): Map<number, PromptResult> {
-  const acc = new Map<number, { sum: number; n: number; answer: string; multi: boolean; used: number; errors: number }>();
+  const acc = new Map<number, { sum: number; n: number; answer: string; question: string; multi: boolean; used: number; errors: number }>();
   for (const r of rows) {
     if (r.step !== step || r.prompt_index === null || r.prompt_index === undefined) continue;
     if (r.score === null || r.score === undefined || Number.isNaN(r.score)) continue;
-    const e = acc.get(r.prompt_index) ?? { sum: 0, n: 0, answer: r.first_line ?? "", multi: false, used: 0, errors: 0 };
+    const e = acc.get(r.prompt_index) ?? { sum: 0, n: 0, answer: r.first_line ?? "", question: r.question ?? "", multi: false, used: 0, errors: 0 };
     e.sum += r.score;
     e.n += 1;
     if (r.num_turns !== null && r.num_turns !== undefined) {
@@ -44,7 +47,7 @@ export function resultsAt(rows: readonly ValRow[], step: number, threshold: numb
   const out = new Map<number, PromptResult>();
   for (const [prompt, e] of acc) {
     const score = e.sum / e.n;
-    out.set(prompt, { prompt, score, solved: score >= threshold, answer: e.answer,
+    out.set(prompt, { prompt, score, solved: score >= threshold, answer: e.answer, question: e.question,
       ...(e.multi ? { tool: { answers: e.n, used: e.used, errors: e.errors } } : {}) });
   }
   return out;

@@ -24,6 +24,9 @@ describe("dense samples table", () => {
     expect(filterRows(rows, "1").map((r) => r.id)).toEqual([3]);
     expect(filterRows(rows, "= 15").map((r) => r.id)).toEqual([1]);
     expect(filterRows(rows, " ").length).toBe(4);
+    // text in the question finds its answers too
+    const asked = [{ ...rows[0], question: "What is 12 + 3?" }, { ...rows[1], question: "Name a prime" }];
+    expect(filterRows(asked, "prime").map((r) => r.id)).toEqual([2]);
   });
   it("renders only the rows in view", () => {
     expect(visibleWindow(0, 300, 30, 4096)).toEqual([0, 20]);

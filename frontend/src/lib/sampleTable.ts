@@ -8,6 +8,7 @@ export interface Row {
   advantage?: number | null;
   length: number;
   first_line: string;
+  question?: string;
   rollout_diff_max?: number | null;
   num_turns?: number | null;
 }
@@ -47,14 +48,15 @@ export function sortRows<T extends Row>(rows: readonly T[], s: Sort): T[] {
   });
 }
 
-/** Quick filter: `#12` (or a bare number) matches prompt 12; other text matches the answer's first line. */
+/** Quick filter: `#12` (or a bare number) matches prompt 12; other text matches the answer's first line or the
+ * question. */
 export function filterRows<T extends Row>(rows: readonly T[], text: string): T[] {
   const t = text.trim();
   if (!t) return [...rows];
   const m = /^#?(\d+)$/.exec(t);
   if (m) return rows.filter((r) => r.prompt_index === Number(m[1]));
   const needle = t.toLowerCase();
-  return rows.filter((r) => r.first_line.toLowerCase().includes(needle));
+  return rows.filter((r) => r.first_line.toLowerCase().includes(needle) || (r.question ?? "").toLowerCase().includes(needle));
 }
 
 /** Rows [start, end) to render for a viewport: fixed row height, a few extra rows above and below. */

@@ -58,6 +58,7 @@ export function ChangesPage() {
   }, [rowsA.data, rowsB.data, stepA, stepB, threshold, otherId, runId]);
   const stripList = useMemo(() => (rowsA.data ? strips(rowsA.data.data, valA, threshold) : []), [rowsA.data, valA, threshold]);
   const flipping = stripList.filter((s) => s.flips > 0);
+  const questions = useMemo(() => new Map((rowsA.data?.data ?? []).map((r) => [r.prompt_index ?? null, r.question])), [rowsA.data]);
   const runName = (id: number) => runs.data?.data.find((r) => r.id === id)?.name || `run ${id}`;
   // side by side opens at the prompt: both validations answered it
   const sbs = (prompt: number) => `/side-by-side?a=${runId}:${stepA}&b=${otherId}:${stepB}&split=val&prompt=${prompt}`;
@@ -120,11 +121,12 @@ export function ChangesPage() {
                 (steps {valA.join(", ")}); the ones that flip most come first. ■ solved · □ failed · · not asked</p>
               {flipping.length === 0 ? <p className="small">No prompt changed its outcome.</p> : (
                 <table className="strip-table small" aria-label="prompt strips">
-                  <thead><tr><th>prompt</th><th>flips</th><th>validations, step {valA[0]} → {valA[valA.length - 1]}</th></tr></thead>
+                  <thead><tr><th>prompt</th><th>question</th><th>flips</th><th>validations, step {valA[0]} → {valA[valA.length - 1]}</th></tr></thead>
                   <tbody>
                     {flipping.slice(0, STRIP_ROWS).map((s) => (
                       <tr key={s.prompt} data-strip={s.prompt}>
                         <td>#{s.prompt}</td>
+                        <td className="change-question" title={questions.get(s.prompt)}>{questions.get(s.prompt) || <span className="muted">—</span>}</td>
                         <td className="num">{s.flips}</td>
                         <td data-marks={s.marks.map((m) => (m === null ? "." : m ? "1" : "0")).join("")}>
                           {s.marks.map((m, i) => <span key={i} className={`strip-cell ${m === null ? "strip-none" : m ? "strip-solved" : "strip-failed"}`}
@@ -158,11 +160,12 @@ function ChangeList({ changes, link }: { changes: ReturnType<typeof sortChanges>
   return (
     <div className="table-wrap">
       <table className="change-list">
-        <thead><tr><th>prompt</th><th className="num">score A</th><th className="num">score B</th><th className="num">Δ</th><th>answer A</th><th>answer B</th><th /></tr></thead>
+        <thead><tr><th>prompt</th><th>question</th><th className="num">score A</th><th className="num">score B</th><th className="num">Δ</th><th>answer A</th><th>answer B</th><th /></tr></thead>
         <tbody>
           {changes.slice(0, 500).map((c) => (
             <tr key={c.prompt} data-prompt={c.prompt}>
               <td>#{c.prompt}</td>
+              <td className="small change-question" data-question title={c.b.question || c.a.question}>{c.b.question || c.a.question || <span className="muted">—</span>}</td>
               <td className="num">{fmtNum(c.a.score, 3)}</td>
               <td className="num">{fmtNum(c.b.score, 3)}</td>
               <td className="num" data-delta>{c.delta > 0 ? "+" : ""}{fmtNum(c.delta, 3)}</td>

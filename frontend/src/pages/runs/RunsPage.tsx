@@ -1,15 +1,17 @@
-/** Runs: the table of runs with live status (SSE), filters in the URL, select several → Compare. */
+/** Runs: the table of runs with live status (SSE), filters in the URL, select several → Compare. Each run shows its
+ * latest training score and its latest held-out score (what runs are compared by), both sortable. */
 import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
 import { ARCHIVED_TAG, isActive, qk, useExperiments, useNewestAnswers, useRuns, useRunsHealth, type RunFilters } from "../../api/queries";
-import type { RunPublic, RunsPublic, RunStatus } from "../../client/types.gen";
+import type { RunsPublic, RunStatus, RunSummary } from "../../client/types.gen";
 import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { klKey, runAlarms, KL_KEYS, SKIP_KEYS, type SampleLike } from "../../lib/alarms";
 import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
+import { nextRunSort, parseRunSort, runSortParam, sortRuns, type RunSortColumn } from "../../lib/runSort";
 import { fromApi, lastFinite, type Series } from "../../lib/series";
 import { URL_CONTROL } from "../../lib/urlControl";
 
@@ -40,7 +42,8 @@ function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | nul
 function useRunsFeed() {
   const qc = useQueryClient();
   const patch = (data: unknown) => {
-    const run = data as Partial<RunPublic> & { id: number };
+    // status and progress events carry the run; a validation's carries its new held-out score (val_score...)
+    const run = data as Partial<RunSummary> & { id: number };
     let found = false;
     qc.setQueriesData<RunsPublic>({ queryKey: qk.allRuns }, (old) => {
       if (!old) return old;
@@ -51,7 +54,7 @@ function useRunsFeed() {
       data[i] = { ...data[i], ...run };
       return { ...old, data };
     });
-    qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...run } : old));
+    qc.setQueryData<RunSummary>(qk.run(run.id), (old) => (old ? { ...old, ...run } : old));
     if (!found) void qc.invalidateQueries({ queryKey: qk.allRuns });
   };
   return useEventSource("/api/v1/runs/events", {
@@ -90,6 +93,23 @@ export function RunsPage() {
     return out;
   }, [answers.data]);
   const experimentName = new Map((experiments.data?.data ?? []).map((e) => [e.id, e.name]));
+  const sort = parseRunSort(params.get("sort"));
+  const trainScore = (id: number) => lastFinite(seriesByRun.get(id)?.["critic/score/mean"])?.value ?? null;
+  const rows = sortRuns(runs.data?.data ?? [], sort, (r, c) => (c === "val" ? r.val_score : trainScore(r.id)));
+  // the held-out key(s) the column shows: each run's first val-core/<source>/reward/mean@N key
+  const valKeys = [...new Set(rows.map((r) => r.val_score_key).filter((k): k is string => !!k))];
+  const valTitle = valKeys.length === 1 ? `latest held-out score: ${valKeys[0]}`
+    : `latest held-out score: each run's first val-core/<source>/reward/mean@N key${valKeys.length ? ` (${valKeys.join(", ")}); hover a value for its key` : ""}`;
+  const sortHeader = (column: RunSortColumn, label: string, title: string) => {
+    const active = sort?.column === column;
+    return (
+      <th className="num" title={title} aria-sort={active ? (sort!.desc ? "descending" : "ascending") : "none"} data-sort-column={column}>
+        <button type="button" className="link-like" onClick={() => setFilter("sort", runSortParam(nextRunSort(sort, column)))}>
+          {label}{active ? (sort!.desc ? " ▼" : " ▲") : ""}
+        </button>
+      </th>
+    );
+  };
   const toggle = (id: number) => setSelected((s) => (s.includes(id) ? s.filter((x) => x !== id) : [...s, id]));
 
   return (
@@ -132,14 +152,16 @@ export function RunsPage() {
                 <tr>
                   <th aria-label="select" />
                   <th>Name</th><th>Experiment</th><th>Status</th><th>Progress</th>
-                  <th className="num">Score</th><th className="num">KL</th><th>Health</th><th>Created</th><th className="num">Duration</th>
+                  {sortHeader("score", "Train score", "critic/score/mean: the latest training batch's mean score (answers to training prompts, sampled)")}
+                  {sortHeader("val", "Held-out", valTitle)}
+                  <th className="num">KL</th><th>Health</th><th>Created</th><th className="num">Duration</th>
                 </tr>
               </thead>
               <tbody>
-                {runs.data.data.map((run) => {
+                {rows.map((run) => {
                   const series = seriesByRun.get(run.id) ?? {};
                   const kk = klKey(Object.keys(series));
-                  const score = lastFinite(series["critic/score/mean"]);
+                  const score = trainScore(run.id);
                   const kl = kk ? lastFinite(series[kk]) : null;
                   const duration = secondsBetween(run.started_at, run.finished_at);
                   return (
@@ -152,7 +174,10 @@ export function RunsPage() {
                       <td>{experimentName.get(run.experiment_id) ?? run.experiment_id}</td>
                       <td><StatusBadge status={run.status} /></td>
                       <td><Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} /></td>
-                      <td className="num">{fmtNum(score?.value ?? null, 3)}</td>
+                      <td className="num" data-train-score>{fmtNum(score, 3)}</td>
+                      <td className="num" data-val-score={run.val_score ?? ""}
+                        title={run.val_score_key ? `${run.val_score_key}${run.val_score_step !== null && run.val_score_step !== undefined ? ` at step ${run.val_score_step}` : ""}` : "no held-out score logged"}>
+                        {fmtNum(run.val_score ?? null, 3)}</td>
                       <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
                       <td><AlarmBadges alarms={runAlarms(series, answersByRun.get(run.id) ?? [])} runId={run.id} /></td>
                       <td className="small">{fmtDate(run.created_at)}</td>

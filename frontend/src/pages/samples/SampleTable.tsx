@@ -1,5 +1,5 @@
 /**
- * The dense table: one row an answer (prompt id, answer, score, advantage, length, first line), sortable by
+ * The dense table: one row an answer (prompt id, answer, score, advantage, length, question, first line), sortable by
  * clicking a column, filterable, virtualised (only the rows in view are in the DOM), so a step of 4,096
  * answers scrolls as smoothly as one of 16. A row opens that prompt's group.
  */
@@ -11,12 +11,13 @@ import { filterRows, sortRows, visibleWindow, type Sort, type SortColumn } from 
 const ROW = 28;
 const VIEWPORT = 560;
 
-const COLUMNS: { id: SortColumn | "answer" | "first"; label: string; title?: string }[] = [
+const COLUMNS: { id: SortColumn | "answer" | "question" | "first"; label: string; title?: string }[] = [
   { id: "prompt", label: "prompt" },
   { id: "answer", label: "#", title: "the answer's position in its step" },
   { id: "score", label: "score" },
   { id: "advantage", label: "advantage", title: "mean over the answer's tokens" },
   { id: "length", label: "length", title: "response tokens" },
+  { id: "question", label: "question", title: "the prompt's last user turn, without the chat template" },
   { id: "first", label: "answer (first line)" },
 ];
 const TURNS_COLUMN = { id: "turns" as const, label: "turns", title: "conversation turns (the prompt, model turns, tool answers); ✗: a tool call failed" };
@@ -36,8 +37,8 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
   const gap = useMemo(() => rows.some((r) => r.rollout_diff_max !== null && r.rollout_diff_max !== undefined), [rows]);
   // multi-turn runs: the turns column (count, ✗ when a tool call failed)
   const turns = useMemo(() => rows.some((r) => r.num_turns !== null && r.num_turns !== undefined), [rows]);
-  const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []), COLUMNS[5]];
-  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}minmax(0, 1fr)` };
+  const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []), ...COLUMNS.slice(5)];
+  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}minmax(0, 1fr) minmax(0, 1fr)` };
   const [scrollTop, setScrollTop] = useState(0);
   const [start, end] = visibleWindow(scrollTop, VIEWPORT, ROW, shown.length);
   const header = (c: { id: string; label: string; title?: string }) => {
@@ -57,8 +58,8 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
   return (
     <div className="card sample-table-card">
       <div className="row small" style={{ marginBottom: ".4rem" }}>
-        <input type="search" aria-label="filter table" placeholder="#prompt or text in the first line" value={filter}
-          onChange={(e) => onFilter(e.target.value)} style={{ width: 260 }} />
+        <input type="search" aria-label="filter table" placeholder="#prompt, or text in the question or first line" value={filter}
+          onChange={(e) => onFilter(e.target.value)} style={{ width: 300 }} />
         <span className="muted" data-table-count={shown.length}>
           {shown.length === rows.length ? `${rows.length} answers` : `${shown.length} of ${rows.length} answers`}
           {total > rows.length && ` (the first ${rows.length} of ${total})`} · click a column to sort, a row to open its group
@@ -81,6 +82,7 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
                 {gap && <div role="cell" className="st-cell st-mismatch num">{fmtNum(r.rollout_diff_max ?? null, 3)}</div>}
                 {turns && <div role="cell" className={`st-cell st-turns num ${r.tool_error ? "bad" : ""}`} title={r.tools?.length ? `tools: ${r.tools.join(", ")}` : "no tool call"}>
                   {r.num_turns ?? "—"}{r.tool_error ? " ✗" : ""}</div>}
+                <div role="cell" className="st-cell st-question" title={r.question}>{r.question || <span className="muted">—</span>}</div>
                 <div role="cell" className="st-cell st-first mono" title={r.first_line}>{r.first_line || <span className="muted">(empty)</span>}</div>
               </div>
             ))}

@@ -19,6 +19,7 @@ import { SHADES, type Shade } from "../../components/TokenView";
 import { isTrajectory, turnQuery } from "../../lib/conversation";
 import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
+import { pageSummary } from "../../lib/samplesPage";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
 import { SampleTable } from "./SampleTable";
 import { URL_CONTROL } from "../../lib/urlControl";
@@ -90,9 +91,16 @@ export function SamplesPage() {
 
   const data = samples.data?.data ?? [];
   const sources = useMemo(() => [...new Set(data.map((s) => s.data_source).filter(Boolean))] as string[], [data]);
-  const groups = useMemo(() => groupSamples(data), [data]);
+  const rule = useMemo(() => advantageRule(run.data?.resolved_config as Record<string, unknown> | undefined), [run.data?.resolved_config]);
+  const groups = useMemo(() => groupSamples(data, rule), [data, rule]);
   const degenerateGroups = groups.filter((g) => g.degenerate).length;
-  const rule = advantageRule(run.data?.resolved_config as Record<string, unknown> | undefined);
+  const multiAnswer = groups.some((g) => g.samples.length > 1);
+  // while the next step loads, the answers of the one before stay on screen: say so (the slider already names the new step)
+  const shownStep = view === "table" ? rows.data?.data[0]?.step ?? null : data.length ? data[0].step : null;
+  const stale = (view === "table" ? rows.isPlaceholderData : samples.isPlaceholderData) && shownStep !== null && shownStep !== step;
+  const staleNote = stale && (
+    <p className="notice small" role="status" data-stale-step={shownStep}>Loading step {step}… the answers below are still step {shownStep}'s.</p>
+  );
   const sort = parseSort(params.get("sort"));
   // the turn / tool filters: for runs with multi-turn rollouts (or when one is set in the URL)
   const multiTurn = Boolean((run.data?.resolved_config as { actor_rollout_ref?: { rollout?: { multi_turn?: { enable?: boolean } } } } | undefined)
@@ -144,7 +152,7 @@ export function SamplesPage() {
               <label htmlFor="step-slider"><strong>Step {step}</strong></label>
               <input id="step-slider" type="range" min={0} max={stepList.length - 1} value={stepIndex}
                 aria-valuetext={`step ${step}`} onChange={(e) => set({ step: String(stepList[Number(e.target.value)].step) })} />
-              <span className="small muted">{stepList[stepIndex].count} samples · mean score {fmtNum(stepList[stepIndex].mean_score ?? null, 3)}</span>
+              <span className="small muted" title="every answer of this step and split, before the filters">{stepList[stepIndex].count} answer{stepList[stepIndex].count === 1 ? "" : "s"} · mean score {fmtNum(stepList[stepIndex].mean_score ?? null, 3)}</span>
               <div className="segmented" role="group" aria-label="split">
                 <button type="button" aria-pressed={split === "train"} onClick={() => set({ split: null, step: null })}>train</button>
                 <button type="button" aria-pressed={split === "val"} onClick={() => set({ split: "val", step: null })}>val</button>
@@ -191,22 +199,25 @@ export function SamplesPage() {
             </div>
           </div>
 
-          {view === "table" ? (
+          {view === "table" ? (<>
+            {staleNote}
             <QueryState query={rows} what="Loading answers" empty={(d) => d.count === 0 ? <Empty title="No samples match these filters." /> : null}>
               {(d) => <SampleTable rows={d.data} total={d.count} sort={sort} onSort={(s) => set({ sort: sortParam(s) })}
                 filter={params.get("tf") ?? ""} onFilter={(t) => set({ tf: t })}
                 onOpen={(r) => set({ view: "groups", prompt: r.prompt_index !== null && r.prompt_index !== undefined ? String(r.prompt_index) : null })} />}
             </QueryState>
-          ) : samples.isLoading ? <Loading what="Loading samples" /> : samples.error ? <ErrorBox error={samples.error} /> : data.length === 0 ? (
+          </>) : samples.isLoading ? <Loading what="Loading samples" /> : samples.error ? <ErrorBox error={samples.error} /> : data.length === 0 ? (
             <Empty title="No samples match these filters." />
           ) : (
             <>
+              {staleNote}
               <div className="row small muted">
-                <span>{samples.data!.count} sample{samples.data!.count === 1 ? "" : "s"}{samples.data!.count > PAGE ? ` · page ${page + 1}` : ""}</span>
-                <span>· {groups.length} prompt group{groups.length === 1 ? "" : "s"}</span>
-                <span className={degenerateGroups ? "badge alarm-warning" : ""} title="groups whose answers all scored the same: zero advantage, no learning signal">
-                  {degenerateGroups} degenerate group{degenerateGroups === 1 ? "" : "s"} (all scores equal)
-                </span>
+                <span data-page-summary>{stale ? `step ${shownStep}: ` : ""}{pageSummary(samples.data!.count, PAGE, page * PAGE, data.length, groups.map((g) => g.samples.length))}</span>
+                {multiAnswer && (
+                  <span className={degenerateGroups ? "badge alarm-warning" : ""} title="prompts whose answers all scored the same: zero advantage, no learning signal">
+                    · {degenerateGroups} degenerate group{degenerateGroups === 1 ? "" : "s"} (all scores equal)
+                  </span>
+                )}
                 {samples.data!.count > PAGE && (
                   <span className="row">
                     <button type="button" disabled={page === 0} onClick={() => set({ page: String(page - 1) })}>← previous</button>
@@ -214,8 +225,8 @@ export function SamplesPage() {
                   </span>
                 )}
               </div>
-              {view === "groups" ? <GroupView groups={groups} shade={shade} rule={rule} /> : (
-                <div className="samples-list">
+              {view === "groups" ? <div className={stale ? "stale" : ""}><GroupView groups={groups} shade={shade} rule={rule} /></div> : (
+                <div className={`samples-list ${stale ? "stale" : ""}`}>
                   {data.map((s: SamplePublic) => <SampleCard key={s.id} sample={s} shade={shade} />)}
                 </div>
               )}

@@ -12,9 +12,11 @@ import { ScoreBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { Conversation } from "../../components/Conversation";
+import { Question } from "../../components/Question";
 import { DiffText, ModelText } from "../../components/Text";
 import { isTrajectory } from "../../lib/conversation";
 import { pairFor, type Pairing } from "../../lib/pairSteps";
+import { questionOf } from "../../lib/question";
 import { side, wordDiff } from "../../lib/wordDiff";
 import { URL_CONTROL } from "../../lib/urlControl";
 
@@ -163,7 +165,13 @@ export function SideBySidePage() {
                   <button type="button" disabled={pos >= shared.length - 1} onClick={() => set({ p: String(pos + 1), prompt: null })} aria-label="next prompt">→</button>
                   <span className="small muted">keys: <span className="kbd">←</span> <span className="kbd">→</span> or <span className="kbd">k</span> <span className="kbd">j</span></span>
                 </div>
-                <details className="card prompt" open><summary>Prompt</summary><ModelText text={left[0]?.prompt ?? ""} /></details>
+                <div className="card stack" data-sbs-question>
+                  {/* one question for both panes; two where the runs asked it differently (another template or dataset) */}
+                  {left[0] && right[0] && questionOf(left[0].prompt).text !== questionOf(right[0].prompt).text ? (
+                    <div className="sbs-row"><Question prompt={left[0].prompt} label="question (left)" /><Question prompt={right[0].prompt} label="question (right)" /></div>
+                  ) : <Question prompt={(left[0] ?? right[0])?.prompt} />}
+                  {(left[0] ?? right[0])?.ground_truth && <div className="small"><span className="muted">ground truth:</span> <span className="mono">{(left[0] ?? right[0])!.ground_truth}</span></div>}
+                </div>
                 <div className="sbs-row small muted">
                   <div><Link to={`/runs/${a.runId}/samples?step=${a.step}${split === "val" ? "&split=val" : ""}`}>{runName(a.runId)}</Link> · {split === "val" ? "validation" : "step"} {a.step}</div>
                   <div><Link to={`/runs/${b.runId}/samples?step=${b.step}${split === "val" ? "&split=val" : ""}`}>{runName(b.runId)}</Link> · {split === "val" ? "validation" : "step"} {b.step}</div>
@@ -191,7 +199,6 @@ export function SideBySidePage() {
                     </div>
                   );
                 })}
-                {left[0]?.ground_truth && <div className="small"><span className="muted">ground truth:</span> <span className="mono">{left[0].ground_truth}</span></div>}
               </>
             )}
     </div>
