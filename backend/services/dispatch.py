@@ -27,6 +27,18 @@ from engine.loggers.dashboard import replay as replay_spool
 from engine.trainer.hold import ENV as HOLD_ENV
 
 log = logging.getLogger("rlstudio.dispatch")
+# Ray's job client logs at INFO on Ray's own console handler, e.g. "WebSocket closed for job ..." each time a run's
+# log tail ends: the run's log and this server's own lines say what happened
+RAY_CLIENT_LOGGERS = ("ray.dashboard.modules.job.sdk", "ray.dashboard.modules.dashboard_sdk")
+
+
+def quiet_ray_job_client() -> None:
+    """Only warnings and errors from Ray's job client."""
+    import ray.dashboard.modules.job.sdk  # noqa: F401 - importing it sets its loggers to INFO: ours comes after
+
+    for name in RAY_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
 
 JOB_STATUS = {"PENDING": RunStatus.starting, "RUNNING": RunStatus.running, "SUCCEEDED": RunStatus.succeeded,
               "FAILED": RunStatus.failed, "STOPPED": RunStatus.cancelled}
@@ -113,6 +125,7 @@ class Dispatcher:
     async def _open_client(self, token: str | None) -> None:
         from ray.job_submission import JobSubmissionClient
 
+        quiet_ray_job_client()
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self.client = await asyncio.to_thread(JobSubmissionClient, self.address, headers=headers)
 

@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     p.add_argument("--label", default="", help="a name for this configuration in the output lines")
     p.add_argument("--out", default=None, help="also append the JSON result lines to this file")
-    p.add_argument("--gsm8k", default=None, help="directory with GSM8K's train.jsonl for W2's prompts "
-                                                 "(default /work/shared/data/gsm8k; synthetic lengths if absent)")
+    p.add_argument("--gsm8k", default=None, help="directory with GSM8K's train.jsonl for W2's prompts (default: "
+                                                 "$RLSTUDIO_GSM8K, else shared/data/gsm8k beside the checkout; "
+                                                 "synthetic lengths if absent)")
     p.add_argument("overrides", nargs="*", help="engine overrides key=value (as for engine.main_ppo)")
     args = p.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

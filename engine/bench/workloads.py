@@ -43,7 +43,6 @@ WORKLOADS = {
     "tiny-w2": Workload("tiny-w2", "tiny-qwen2", prompts=4, n=2, prompt_len=1024, response_len=24, micro=4,
                         eos_rate=0.08, prompt_source="gsm8k"),
 }
-GSM8K_DIR = "/work/shared/data/gsm8k"  # default; `--gsm8k DIR` or RLSTUDIO_GSM8K override it
 
 
 def sync(device: str) -> None:
@@ -68,12 +67,14 @@ def model_dir(workload: Workload, root: str | None = None) -> str:
 
 def gsm8k_questions(count: int) -> list[str]:
     """The first `count` GSM8K training questions + verl's instruction (engine.data.gsm8k's prompt text), from
-    train.jsonl in `RLSTUDIO_GSM8K` (default /work/shared/data/gsm8k). Absent: synthetic questions whose byte
-    lengths follow GSM8K's (mean ~250, 80-750), with a message saying so."""
-    from engine.data.gsm8k import INSTRUCTION
+    train.jsonl in `RLSTUDIO_GSM8K` (`--gsm8k DIR`), else in shared/data/gsm8k beside the checkout
+    (engine.data.gsm8k.local_dir). Absent: synthetic questions whose byte lengths follow GSM8K's (mean ~250,
+    80-750), with a message saying so."""
+    from engine.data.gsm8k import INSTRUCTION, local_dir, local_dir_missing
 
-    path = os.path.join(os.environ.get("RLSTUDIO_GSM8K", GSM8K_DIR), "train.jsonl")
-    if os.path.isfile(path):
+    directory = local_dir(["train.jsonl"])
+    if directory is not None:
+        path = directory / "train.jsonl"
         out = []
         with open(path, encoding="utf-8") as f:
             for line in f:
@@ -82,8 +83,8 @@ def gsm8k_questions(count: int) -> list[str]:
                 if len(out) == count:
                     return out
         return (out * (count // max(len(out), 1) + 1))[:count]
-    print(f"[bench] {path} not found: using synthetic prompts with GSM8K-like lengths instead (pass --gsm8k DIR "
-          "holding GSM8K's train.jsonl for the real questions)", file=sys.stderr, flush=True)
+    print(f"[bench] {local_dir_missing(['train.jsonl'])} (or pass --gsm8k DIR): using synthetic prompts with "
+          "GSM8K-like lengths instead", file=sys.stderr, flush=True)
     generator = torch.Generator().manual_seed(0)
     lengths = (torch.randn(count, generator=generator) * 90 + 250).clamp(80, 750).long()
     return ["".join(chr(ord("a") + int(c)) for c in torch.randint(0, 26, (int(n),), generator=generator))

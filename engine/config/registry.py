@@ -184,6 +184,10 @@ READ_BY: dict[str, str] = {
     "ray_init.num_cpus": "engine/workers/launch.py",
     "ray_init.num_gpus": "engine/workers/launch.py",
     "ray_init.address": "engine/workers/launch.py",
+    "ray_init.runtime_env": "engine/workers/launch.py",
+    # verl 0.9's trainer switches: the synchronous trainer is what runs; resolve.py refuses the async modes
+    "trainer.use_v1": "engine/config/resolve.py",
+    "trainer.v1.trainer_mode": "engine/config/resolve.py",
 }
 
 _CONTENTS = ["model", "optimizer", "extra"]

@@ -76,6 +76,42 @@ def _check_dapo(cfg: PPOConfig) -> None:
                               f"reward_model.reward_kwargs.max_resp_len={rm.reward_kwargs.max_resp_len}")
 
 
+def _check_trainer_mode(cfg: PPOConfig) -> None:
+    """verl 0.9's trainer switches: its legacy trainer (use_v1=False) and its v1 trainer in sync mode are both the
+    synchronous loop rlstudio runs; the asynchronous v1 modes are not built."""
+    tr = cfg.trainer
+    if tr.use_v1 and tr.v1.trainer_mode != "sync":
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={tr.v1.trainer_mode} is not supported: rlstudio runs verl's synchronous trainer "
+            "(each step generates, then updates, on the same workers); the asynchronous modes colocate_async and "
+            "separate_async are not built yet. Set trainer.v1.trainer_mode=sync (or remove the key).")
+
+
+def _runtime_env(cfg: PPOConfig) -> None:
+    """ray_init.runtime_env without the entries that ask for nothing (null, as verl's scripts pass
+    py_executable=null), environment values as the strings Ray wants, and checked by Ray's own RuntimeEnv."""
+    env = {k: v for k, v in cfg.ray_init.runtime_env.items() if v is not None}
+    if "env_vars" in env:
+        if not isinstance(env["env_vars"], dict):
+            raise ConfigError(f"ray_init.runtime_env.env_vars: must be a mapping of names to values, one key each "
+                              f"(verl 0.9: ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1); got {env['env_vars']!r}.")
+        # `env_vars.OMP_NUM_THREADS=4` parses as a number; an environment holds strings
+        env["env_vars"] = {str(k): str(v) for k, v in env["env_vars"].items() if v is not None}
+    if env:
+        try:
+            from ray.runtime_env import RuntimeEnv
+        except ImportError:  # pragma: no cover - ray is a dependency; without it Ray cannot start either
+            pass
+        else:
+            try:
+                RuntimeEnv(**env)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"ray_init.runtime_env: not a runtime environment Ray accepts (verl 0.9: "
+                                  f"ray_kwargs.ray_init.runtime_env): {exc} Fix or remove the key (see Ray's "
+                                  "runtime_env documentation).") from None
+    cfg.ray_init.runtime_env = env
+
+
 def resolve(cfg: PPOConfig) -> PPOConfig:
     from engine.config.loader import all_keys
 
@@ -115,6 +151,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
 
     _check_rollout_correction(cfg)
     _check_dapo(cfg)
+    _check_trainer_mode(cfg)
+    _runtime_env(cfg)
 
     if critic.enable is None:
         critic.enable = alg.adv_estimator == "gae"

@@ -416,6 +416,13 @@ class AlgorithmConfig(Section):
 
 
 # ------------------------------------------------------------------------------------------- trainer
+class TrainerV1Config(Section):
+    trainer_mode: Literal["sync", "colocate_async", "separate_async"] = Field(
+        "sync", description="verl 0.9's v1 trainer mode. sync: generate, then update, step after step (what "
+                            "rlstudio runs); the asynchronous modes (colocate_async, separate_async) are not built "
+                            "yet and are refused.")
+
+
 class TrainerConfig(Extensible):
     balance_batch: bool = True
     total_epochs: int = Field(30, ge=1, json_schema_extra=ESSENTIAL)
@@ -456,6 +463,9 @@ class TrainerConfig(Extensible):
     profile_steps: list[int] = Field(default_factory=list,
                                      description="Steps whose worker phases run under torch.profiler.")
     profile_dir: Optional[str] = Field(None, description="Where profiles go; default <default_local_dir>/profile.")
+    use_v1: bool = Field(True, description="verl 0.9's choice of trainer: True (its v1 trainer, run as "
+                                           "trainer.v1.trainer_mode says) or False (its legacy trainer, synchronous).")
+    v1: TrainerV1Config = Field(default_factory=TrainerV1Config)
 
 
 class RayInitConfig(Section):
@@ -466,7 +476,17 @@ class RayInitConfig(Section):
     num_cpus: Optional[int] = None
     num_gpus: Optional[int] = Field(None, description="GPUs of the local Ray this run starts; default: all.")
     address: Optional[str] = Field(None, description="Existing cluster; default: RAY_ADDRESS or a local Ray.")
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Ray's runtime_env for the Ray the run starts or joins, passed to ray.init as written (Ray "
+                    "checks it): env_vars, py_executable, pip, working_dir, ... An entry set to null asks for nothing. "
+                    "Set, the workers run through Ray (ray_init.mode=auto picks Ray even for one worker).")
     timeline_json_file: Optional[str] = None
+
+    @field_validator("runtime_env", mode="before")
+    @classmethod
+    def _null_runtime_env(cls, value):
+        return {} if value is None else value  # `ray_kwargs.ray_init.runtime_env=null`: nothing asked
 
 
 class PPOConfig(Section):

@@ -73,9 +73,9 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("distillation.*", "on-policy distillation is not implemented"),
     ("transfer_queue.*", "verl's transfer queue is not used: batches go to the workers through Ray"),
     ("skip.*", "rollout dumping/skipping is not implemented"),
-    ("trainer.v1*", "verl's v1 trainer modes (async, off-policy sampler) are not implemented: rlstudio's loop is "
-                    "synchronous"),
-    ("trainer.use_v1", "verl's v1 trainer modes are not implemented: rlstudio's loop is synchronous"),
+    ("trainer.v1*", "the options of verl's asynchronous v1 trainer modes (colocate_async, separate_async, the "
+                    "off-policy sampler) are not implemented: rlstudio runs the synchronous trainer "
+                    "(trainer.v1.trainer_mode=sync, which has no options)"),
     ("trainer.esi_redundant_time", "elastic-instance checkpointing is not supported"),
     ("*sandbox_fusion*", "code-execution (sandbox) rewards are not supported"),
     ("reward.reward_model.*", _SERVED_RM), ("reward_model.rollout.*", _SERVED_RM),
@@ -128,7 +128,6 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("critic.model.use_liger", "Liger kernels are not used"), ("critic.model.use_fused_kernels", "not used"),
     ("critic.model.custom_chat_template", "the critic reads the actor's tokens; no chat template of its own"),
     ("trainer.checkpoint_callback_class", "checkpoint callbacks are not supported"),
-    ("ray_kwargs.ray_init.runtime_env*", "the Ray runtime environment is the job's (ray job submit --runtime-env)"),
     ("algorithm.filter_groups.max_inflight_gen_batches", "generation batches run one after another"),
     ("algorithm.rollout_correction.*", "rollout correction is not implemented yet"),
 )

@@ -20,6 +20,29 @@ from engine.data.files import DataError, read_file_rows, write_parquet
 DATA_SOURCE = "openai/gsm8k"
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 SPLITS = ("train", "test")
+LOCAL_ENV = "RLSTUDIO_GSM8K"  # a directory holding GSM8K's train.jsonl and test.jsonl
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _local_candidates() -> list[Path]:
+    if os.environ.get(LOCAL_ENV):
+        return [Path(os.path.expanduser(os.environ[LOCAL_ENV]))]
+    # shared/data/gsm8k in the checkout, beside it, or beside its folder (a clone of the checkout inside a folder)
+    return [base / "shared" / "data" / "gsm8k" for base in (_CHECKOUT, _CHECKOUT.parent, _CHECKOUT.parent.parent)]
+
+
+def local_dir(files: Iterable[str] = ("train.jsonl", "test.jsonl")) -> Path | None:
+    """The directory of a local copy of GSM8K's jsonl files (what `--input` takes): $RLSTUDIO_GSM8K when set,
+    else shared/data/gsm8k in or beside the checkout; None when none of them holds all of `files`."""
+    files = tuple(files)
+    return next((d for d in _local_candidates() if all((d / f).is_file() for f in files)), None)
+
+
+def local_dir_missing(files: Iterable[str] = ("train.jsonl", "test.jsonl")) -> str:
+    """Why `local_dir(files)` found nothing, and the fix (for skip reasons and fallbacks)."""
+    where = ", ".join(str(d) for d in _local_candidates())
+    return (f"GSM8K's {' and '.join(files)} not found (looked in {where}): set {LOCAL_ENV} to the directory of "
+            "GSM8K's jsonl files, or put them at shared/data/gsm8k beside the checkout")
 
 
 def extract_ground_truth(answer: str) -> str:

@@ -2,7 +2,8 @@
 
 `ray_init.mode`: `in_process` runs the single worker inside the driver; `ray` always goes through Ray (a
 local Ray started for the run, or the cluster at ray_init.address / RAY_ADDRESS, as under `ray job submit`);
-`auto` picks in-process for one worker with no cluster to join, Ray otherwise.
+`auto` picks in-process for one worker with no cluster to join and no `ray_init.runtime_env`, Ray otherwise.
+`ray_init.runtime_env` (verl 0.9: `ray_kwargs.ray_init.runtime_env.*`) goes to `ray.init` as Ray's own runtime_env.
 """
 from __future__ import annotations
 
@@ -27,10 +28,23 @@ def uses_ray(cfg) -> bool:
         if world != 1:
             raise ConfigError(f"ray_init.mode=in_process runs one worker, but trainer.nnodes × trainer.n_gpus_per_node "
                               f"= {world}; set trainer.n_gpus_per_node=1 or ray_init.mode=auto (Ray for several).")
+        if cfg.ray_init.runtime_env:
+            raise ConfigError(f"ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
+                              f"{cfg.ray_init.runtime_env} is the environment of Ray workers, but ray_init.mode="
+                              "in_process runs the worker in this process without Ray; set ray_init.mode=auto (or "
+                              "ray), or remove the runtime_env keys.")
         return False
     if mode == "ray":
         return True
-    return world > 1 or bool(cluster)
+    return world > 1 or bool(cluster) or bool(cfg.ray_init.runtime_env)
+
+
+def worker_env(cfg) -> dict[str, str]:
+    """The environment variables of each Ray worker: rlstudio's (WORKER_ENV), then the user's
+    ray_init.runtime_env.env_vars, which win (an actor's own env_vars would otherwise override the job's)."""
+    from engine.workers.worker_group import WORKER_ENV
+
+    return {**WORKER_ENV, **cfg.ray_init.runtime_env.get("env_vars", {})}
 
 
 def start_ray(cfg) -> bool:
@@ -41,14 +55,21 @@ def start_ray(cfg) -> bool:
     if ray.is_initialized():
         return False
     address = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
-    kwargs = dict(log_to_driver=True, logging_level="ERROR")
-    if address:
-        ray.init(address=address, **kwargs)
-        return False
-    # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
-    # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
-    ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
-             include_dashboard=False, **kwargs)
+    runtime_env = cfg.ray_init.runtime_env or None
+    kwargs = dict(log_to_driver=True, logging_level="ERROR", runtime_env=runtime_env)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+            return False
+        # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
+        # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
+        ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
+                 include_dashboard=False, **kwargs)
+    except (TypeError, ValueError) as exc:
+        if runtime_env and "runtime" in str(exc).lower():  # e.g. an env var the submitted job's runtime_env sets too
+            raise ConfigError(f"Ray refused ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
+                              f"{runtime_env}: {exc} Fix or remove the key.") from None
+        raise
     return True
 
 
@@ -75,9 +96,28 @@ class Workers:
             ray.shutdown()
 
 
-def start_workers(cfg, total_steps: int, device: str) -> Workers:
-    """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them."""
+def first_call(group, cfg) -> tuple[str, int]:
+    """Rank 0's address: the first call on the workers, where a runtime_env Ray could not set up shows."""
+    from ray.exceptions import RayActorError, RuntimeEnvSetupError
+
+    try:
+        return group.rank0_call("address")
+    except (RuntimeEnvSetupError, RayActorError) as exc:
+        text = str(exc).lower()
+        setup = isinstance(exc, RuntimeEnvSetupError) or "runtime_env" in text or "runtime env" in text
+        if not (cfg.ray_init.runtime_env and setup):
+            raise
+        detail = " ".join(str(exc).split())[:1500]
+        raise ConfigError(f"Ray could not set up ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
+                          f"{cfg.ray_init.runtime_env} for the workers: {detail} Fix or remove the key.") from None
+
+
+def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Workers:
+    """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them.
+    `worker_cls`: another class with TrainWorker's constructor, `address` and `init` (the tests' probes)."""
     from engine.workers.worker import TrainWorker, free_port
+
+    worker_cls = worker_cls or TrainWorker
 
     uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
     owns_ray = False
@@ -88,13 +128,14 @@ def start_workers(cfg, total_steps: int, device: str) -> Workers:
 
             owns_ray = start_ray(cfg)
             placement = plan_resources(device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
-            group = RayWorkerGroup(TrainWorker, placement, init_args=(cfg, total_steps, device, placement.num_cpus))
-            addr, port = group.rank0_call("address")
+            group = RayWorkerGroup(worker_cls, placement, init_args=(cfg, total_steps, device, placement.num_cpus),
+                                   env_vars=worker_env(cfg))
+            addr, port = first_call(group, cfg)
         else:
             import torch
 
             # the worker keeps this process's thread count (on CPU a Ray worker gets its share of the cores)
-            group = InProcessWorkerGroup(TrainWorker, init_args=(cfg, total_steps, device, torch.get_num_threads()))
+            group = InProcessWorkerGroup(worker_cls, init_args=(cfg, total_steps, device, torch.get_num_threads()))
             addr, port = "127.0.0.1", free_port()
         info = group.all_call("init", addr, port, uses_ref)[0]
         if hasattr(group, "describe_placement"):  # which Ray node runs which rank, for the `started` line

@@ -81,7 +81,8 @@ def plan_resources(device: str, nnodes: int, n_per_node: int) -> Placement:
 
 
 class RayWorkerGroup(WorkerGroup):
-    def __init__(self, worker_cls, placement: Placement, init_args: tuple = ()):
+    def __init__(self, worker_cls, placement: Placement, init_args: tuple = (), env_vars: dict | None = None):
+        """`env_vars`: each worker's environment variables (default WORKER_ENV), over the job's runtime_env."""
         from ray.util.placement_group import placement_group, placement_group_table
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -100,7 +101,7 @@ class RayWorkerGroup(WorkerGroup):
             strategy = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=bundle)
             actor = remote_cls.options(
                 num_cpus=placement.num_cpus, num_gpus=placement.num_gpus, scheduling_strategy=strategy,
-                runtime_env={"env_vars": WORKER_ENV}, name=None,
+                runtime_env={"env_vars": WORKER_ENV if env_vars is None else env_vars}, name=None,
             ).remote(rank, placement.world, *init_args)
             self.workers.append(actor)
             self.node_ids.append(bundle_nodes[bundle])

@@ -75,3 +75,22 @@ def test_access_log_flag_turns_them_on(tmp_path):
     finally:
         stop(proc)
     assert "GET /healthz HTTP/1.1" in text, text
+
+
+def test_ray_job_client_info_lines_stay_off_the_console():
+    """Ray's job client logs INFO lines on Ray's console handler ("WebSocket closed for job ..." when a run's log
+    tail ends); the server keeps its warnings only, and its own lines."""
+    code = ("import logging\n"
+            "from backend.services.dispatch import quiet_ray_job_client\n"
+            "from ray.job_submission import JobSubmissionClient\n"
+            "quiet_ray_job_client()\n"
+            "sdk = logging.getLogger('ray.dashboard.modules.job.sdk')\n"
+            "sdk.info('WebSocket closed for job rlstudio-run-1 with close code 1000')\n"
+            "sdk.warning('a warning of the job client')\n"
+            "own = logging.getLogger('rlstudio.dispatch')\n"
+            "own.addHandler(logging.StreamHandler()); own.setLevel(logging.INFO)\n"
+            "own.info('an own line')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "WebSocket closed" not in result.stderr, result.stderr
+    assert "a warning of the job client" in result.stderr and "an own line" in result.stderr, result.stderr

@@ -68,6 +68,8 @@ def test_run_succeeds_and_fails_as_ray_jobs(server_factory, ray_head):
     failed = wait_status(url, bad["id"], TERMINAL)
     assert failed["status"] == "failed", failed
     assert failed["error"] and "failing on purpose" in (failed["log_tail"] or ""), failed
+    # both log tails have ended (a run is final after its tail): Ray's job client said nothing on the console
+    assert "WebSocket closed" not in server.log_path.read_text()
 
 
 def test_fifo_limit_and_cancel_kills_every_process(server_factory, ray_head):

@@ -14,9 +14,9 @@ import torch
 
 from engine.data.dataset import DataError, PromptLoader, RLDataset, collate, read_rows
 from engine.data.files import write_parquet
+from engine.data.gsm8k import local_dir, local_dir_missing
 
-REPO = Path(__file__).resolve().parents[2]
-GSM8K_DIR = REPO.parent / "shared/data/gsm8k"
+GSM8K_DIR = local_dir(["test.jsonl"])  # $RLSTUDIO_GSM8K or shared/data/gsm8k beside the checkout
 
 QWEN_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -163,7 +163,7 @@ def test_verl_style_parquet_loads(tmp_path, tokenizer):
     assert type(ds2[1]["prompt_index"]) is int and ds2[1]["prompt_index"] == 6
 
 
-@pytest.mark.skipif(not (GSM8K_DIR / "test.jsonl").is_file(), reason=f"real GSM8K jsonl not found at {GSM8K_DIR}")
+@pytest.mark.skipif(GSM8K_DIR is None, reason=local_dir_missing(["test.jsonl"]))
 def test_real_gsm8k_parquet_through_dataset(tmp_path, tokenizer):
     from engine.data import gsm8k
 

@@ -14,9 +14,8 @@ from engine.data import gsm8k
 from engine.data.files import DataError
 
 REPO = Path(__file__).resolve().parents[2]
-GSM8K_DIR = REPO.parent / "shared/data/gsm8k"
-needs_gsm8k = pytest.mark.skipif(not (GSM8K_DIR / "train.jsonl").is_file() or not (GSM8K_DIR / "test.jsonl").is_file(),
-                                 reason=f"real GSM8K jsonl not found at {GSM8K_DIR}")
+GSM8K_DIR = gsm8k.local_dir()  # $RLSTUDIO_GSM8K or shared/data/gsm8k beside the checkout
+needs_gsm8k = pytest.mark.skipif(GSM8K_DIR is None, reason=gsm8k.local_dir_missing())
 
 
 def _jsonl(path: Path, n: int | None = None) -> list[dict]:
@@ -25,10 +24,30 @@ def _jsonl(path: Path, n: int | None = None) -> list[dict]:
     return rows if n is None else rows[:n]
 
 
+def test_the_local_copy_is_where_rlstudio_gsm8k_says(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLSTUDIO_GSM8K", str(tmp_path))
+    assert gsm8k.local_dir() is None
+    assert str(tmp_path) in gsm8k.local_dir_missing() and "set RLSTUDIO_GSM8K" in gsm8k.local_dir_missing()
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "Q1?", "answer": "1\n#### 1"}) + "\n")
+    assert gsm8k.local_dir(["train.jsonl"]) == tmp_path and gsm8k.local_dir() is None  # test.jsonl missing
+    (tmp_path / "test.jsonl").write_text("")
+    assert gsm8k.local_dir() == tmp_path
+
+
+def test_the_bench_prompts_come_from_the_local_copy_or_say_why_not(tmp_path, monkeypatch, capsys):
+    from engine.bench.workloads import gsm8k_questions
+
+    monkeypatch.setenv("RLSTUDIO_GSM8K", str(tmp_path))
+    synthetic = gsm8k_questions(2)  # absent: synthetic questions, and the message says where it looked
+    assert len(synthetic) == 2 and f"looked in {tmp_path}" in capsys.readouterr().err
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "Q1?", "answer": "1\n#### 1"}) + "\n")
+    assert gsm8k_questions(2) == ["Q1? " + gsm8k.INSTRUCTION] * 2
+
+
 @pytest.fixture(scope="module")
 def processed(tmp_path_factory):
-    if not (GSM8K_DIR / "train.jsonl").is_file():
-        pytest.skip(f"real GSM8K jsonl not found at {GSM8K_DIR}")
+    if GSM8K_DIR is None:
+        pytest.skip(gsm8k.local_dir_missing())
     out = tmp_path_factory.mktemp("gsm8k")
     assert gsm8k.main(["--local_dir", str(out), "--input", str(GSM8K_DIR)]) == 0
     return out

@@ -3,31 +3,18 @@ the real GSM8K answers and their common variants), hand-computed cases, and the 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from engine.reward.gsm8k import CLIP_CHARS, compute_score, extract_solution, extract_solution_lenient
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _gsm8k_dir() -> Path | None:
-    """GSM8K_DIR, else shared/data/gsm8k beside or above the checkout (the main checkout and helper clones)."""
-    candidates = [Path(os.environ["GSM8K_DIR"])] if os.environ.get("GSM8K_DIR") else []
-    candidates += [REPO / "shared/data/gsm8k", REPO.parent / "shared/data/gsm8k",
-                   REPO.parent.parent / "shared/data/gsm8k"]
-    return next((c for c in candidates if (c / "train.jsonl").is_file()), None)
-
-
 @pytest.fixture(scope="module")
 def real_answers():
-    directory = _gsm8k_dir()
+    from engine.data.gsm8k import extract_ground_truth, local_dir, local_dir_missing
+
+    directory = local_dir()
     if directory is None:
-        pytest.skip("real GSM8K jsonl (train.jsonl, test.jsonl) not found: set GSM8K_DIR or put it at "
-                    "shared/data/gsm8k beside the checkout")
-    from engine.data.gsm8k import extract_ground_truth
+        pytest.skip(local_dir_missing())
 
     out = []
     for split in ("train", "test"):

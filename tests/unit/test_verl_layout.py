@@ -11,9 +11,10 @@ from engine.config import ConfigError, PPOConfig, all_keys, build_config, flatte
 from engine.config.loader import check_keys
 from engine.config.overrides import Override
 from engine.config.verl_layout import canonical_key, unsupported_reason
+from engine.workers.launch import uses_ray, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = "/work/shared/data/gsm8k"
+DATA = "~/data/gsm8k"  # the examples' data paths are only resolved (not read) here
 
 # verl 0.9.0's examples/ppo_trainer/run_qwen3_8b_fsdp.sh (GPU branch, defaults expanded), local paths
 PPO_QWEN3_8B = [
@@ -56,7 +57,9 @@ GRPO_QWEN3_8B = [
     "trainer.balance_batch=True", "trainer.logger=[\"console\",\"wandb\"]", "trainer.project_name=verl_grpo_gsm8k_math",
     "trainer.experiment_name=qwen3_8b_grpo_vllm_fsdp", "trainer.n_gpus_per_node=8", "trainer.nnodes=1",
     "trainer.save_freq=20", "trainer.test_freq=5", "trainer.total_epochs=15",
+    "ray_kwargs.ray_init.runtime_env.py_executable=null",  # its launch block with VERL_USE_UV=0
 ]
+UV_WORKERS = "uv -v run --frozen --all-packages --extra vllm --extra fsdp"  # ... and without it: workers under uv
 # its MACHINE=gb200 extras
 GB200 = ["actor_rollout_ref.rollout.enforce_eager=True", "actor_rollout_ref.rollout.free_cache_engine=True",
          "actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16", "+ray_kwargs.ray_init.num_gpus=4",
@@ -72,6 +75,57 @@ def test_verl_09_ppo_example_resolves():
 def test_verl_09_grpo_example_resolves_with_its_gb200_extras():
     cfg = build_config(GRPO_QWEN3_8B + GB200)
     assert cfg.ray_init.num_gpus == 4 and cfg.actor_rollout_ref.rollout.n == 5 and not cfg.critic.enable
+
+
+def test_verl_09_grpo_example_with_uv_workers_passes_the_runtime_env_on():
+    cfg = build_config(GRPO_QWEN3_8B[:-1] + [f"ray_kwargs.ray_init.runtime_env.py_executable={UV_WORKERS}"])
+    assert cfg.ray_init.runtime_env == {"py_executable": UV_WORKERS}
+
+
+def test_a_null_runtime_env_entry_asks_for_nothing():
+    for null in ("ray_kwargs.ray_init.runtime_env.py_executable=null", "ray_kwargs.ray_init.runtime_env=null"):
+        cfg = build_config([null])
+        assert cfg.ray_init.runtime_env == {}
+        assert not uses_ray(cfg)  # one worker, nothing asked of Ray: still in-process
+        assert not uses_ray(build_config([null, "ray_init.mode=in_process"]))
+
+
+def test_runtime_env_values_reach_ray_as_it_wants_them():
+    cfg = build_config(["ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS=4",
+                        "++ray_kwargs.ray_init.runtime_env.env_vars.MY_FLAG=on", "ray_init.runtime_env.env_vars.X=null"])
+    assert cfg.ray_init.runtime_env == {"env_vars": {"OMP_NUM_THREADS": "4", "MY_FLAG": "on"}}  # strings, as Ray wants
+    assert uses_ray(cfg)  # asked of Ray's workers: the one worker runs through Ray
+    assert worker_env(cfg)["OMP_NUM_THREADS"] == "4" and worker_env(cfg)["TOKENIZERS_PARALLELISM"] == "false"
+    with pytest.raises(ConfigError, match=r"ray_init.runtime_env .*ray_kwargs.ray_init.runtime_env.*ray_init.mode=in_"):
+        uses_ray(build_config(["ray_kwargs.ray_init.runtime_env.env_vars.A=1", "ray_init.mode=in_process"]))
+
+
+@pytest.mark.parametrize("arg, words", [
+    ("ray_kwargs.ray_init.runtime_env.working_dir=5", "`working_dir` must be a string"),
+    ("ray_kwargs.ray_init.runtime_env.env_vars=5", "env_vars.MY_VAR=1"),
+])
+def test_a_runtime_env_ray_refuses_names_the_key(arg, words):
+    with pytest.raises(ConfigError, match="ray_kwargs.ray_init.runtime_env") as err:
+        build_config([arg])
+    assert words in str(err.value)
+
+
+@pytest.mark.parametrize("args", [["trainer.use_v1=False"], ["trainer.use_v1=True"], ["trainer.v1.trainer_mode=sync"],
+                                  ["trainer.use_v1=True", "trainer.v1.trainer_mode=sync"],
+                                  # verl's legacy trainer never reads trainer.v1: synchronous whatever it says
+                                  ["trainer.use_v1=False", "trainer.v1.trainer_mode=separate_async"]])
+def test_verl_09_synchronous_trainer_switches_resolve(args):
+    cfg = build_config(args)
+    assert cfg.trainer.v1.trainer_mode in ("sync", "separate_async")
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_the_asynchronous_trainer_modes_are_refused_naming_the_key(mode):
+    with pytest.raises(ConfigError, match=f"trainer.v1.trainer_mode={mode} is not supported") as err:
+        build_config([f"trainer.v1.trainer_mode={mode}"])
+    assert "synchronous trainer" in str(err.value) and "trainer.v1.trainer_mode=sync" in str(err.value)
+    with pytest.raises(ConfigError, match="trainer.v1.trainer_mode"):  # the API's payloads: the same schema
+        build_config(base={"trainer": {"use_v1": True, "v1": {"trainer_mode": mode}}})
 
 
 def test_verl_09_dapo_reward_keys_resolve():
