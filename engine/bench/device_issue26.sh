@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU runs of issue 26 on one warm device machine, after the four transfer calls of device_vllm_prep.sh (call 4
-# runs `bash engine/bench/device_issue26.sh install vllm-bench`, later calls name their parts). Each part writes its
-# raw output under $OUT (stdout JSON lines + stderr) and is time-limited, so one failing part leaves the others.
-#   install      device_vllm_install.sh (once per machine)
+# The GPU runs of issue 26 on one warm device machine, after the transfer calls of device_vllm_prep.sh (its last
+# call installs and runs `bash engine/bench/device_issue26.sh PART...`; later calls name their parts). Each part
+# writes its raw output under $OUT (stdout JSON lines + stderr) and is time-limited, so one failing part leaves the
+# others. seed and w1-trl need the bundle built with --ray (Ray, TRL).
 #   vllm-bench   plain vLLM on W1 and W2 (engine.bench --plain-vllm), then W1 and W2 through rlstudio's vLLM rollout
 #   seed-vllm    the seed command with rollout.name=vllm (CUDA graphs on), 12 steps
 #   seed         the seed command as written (HF rollout, in-process worker) and with ray_init.mode=ray, 12 steps
@@ -23,8 +23,7 @@ part() {  # part NAME SECONDS COMMAND...: run, keep stdout/stderr under $OUT, sa
 }
 for what in "$@"; do
   case $what in
-    install)
-      bash engine/bench/device_vllm_install.sh
+    versions)
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
       python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" 2>&1 | tail -n 20 ;;
     vllm-bench)

@@ -39,6 +39,7 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.model.custom_chat_template": "engine/main_ppo.py",
     "*.model.override_config": "engine/workers/worker.py",
     "*.model.enable_gradient_checkpointing": "engine/workers/worker.py",
+    "*.checkpoint.async_save": "engine/workers/worker.py",
     "actor_rollout_ref.model.use_remove_padding": "engine/workers/worker.py",
     "critic.model.use_remove_padding": "engine/workers/critic.py",
     "*.model.trust_remote_code": "engine/workers/worker.py",

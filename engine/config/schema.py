@@ -110,6 +110,10 @@ class CheckpointConfig(Section):
     contents: list[str] = Field(default_factory=lambda: ["model", "optimizer", "extra"],
                                 description="verl 0.9: save_contents.")
     load_contents: Optional[list[str]] = None
+    async_save: bool = Field(
+        True, description="Write the sharded checkpoint in the background: the step waits only while the state is "
+                          "copied to host memory; the checkpoint becomes the resume point once written (verl's "
+                          "default: False, a blocking save).")
 
 
 class OptimConfig(Section):

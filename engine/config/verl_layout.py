@@ -94,7 +94,6 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("*.optim.override_optimizer_config", "the optimizer is torch's AdamW; set lr, betas, weight_decay"),
     ("*.optim.zero_indexed_step", "the lr schedule counts steps as verl does by default (from 0)"),
     ("*.optim.*", "this optimizer option of verl is not implemented"),
-    ("*.checkpoint.async_save", "checkpoints are saved synchronously"),
     ("*.checkpoint.strict", "checkpoints load strictly"),
     ("*data_loader_seed", "the data order follows data.seed / trainer.seed"),
     ("*.rollout_n", "derived from actor_rollout_ref.rollout.n"),

@@ -6,6 +6,11 @@ Layout under trainer.default_local_dir (verl's):
   latest_checkpointed_iteration.txt             N of the newest complete checkpoint
 A checkpoint is written to a temporary folder and renamed when complete, and the pointer file is
 replaced atomically, so a kill at any moment leaves the previous checkpoint usable.
+
+With `checkpoint.async_save` (the default) the workers write their shards in the background: `save` returns once
+the state is in host memory, and the checkpoint is completed (renamed, pointed to) by `complete`, which the loop
+calls after every step without waiting (`wait=False`: only once every worker's write is done) and, waiting, before
+the next save, before a test hold (engine/trainer/hold.py) and at the end of training.
 """
 from __future__ import annotations
 
@@ -30,8 +35,10 @@ def latest_step(root: str) -> int | None:
 
 
 def save(trainer) -> str:
+    """Start the checkpoint of the current step; blocking only while the workers copy their state (async_save),
+    or until written. Returns the folder it will have."""
+    complete(trainer, wait=True)
     root, step = trainer.ckpt_root, trainer.global_step
-    final = step_dir(root, step)
     tmp = os.path.join(root, f".tmp_global_step_{step}")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp, exist_ok=True)
@@ -41,6 +48,23 @@ def save(trainer) -> str:
              "world": trainer.world, "config": trainer.cfg.model_dump(mode="json")}
     with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
         json.dump(state, f, indent=1)
+    trainer.pending_checkpoint = step
+    cfg = trainer.cfg
+    if not (cfg.actor_rollout_ref.actor.checkpoint.async_save or (cfg.critic.enable and cfg.critic.checkpoint.async_save)):
+        complete(trainer, wait=True)
+    return step_dir(root, step)
+
+
+def complete(trainer, wait: bool) -> float | None:
+    """Make the pending checkpoint (if any) the resume point once every worker has written it: waits for the
+    writes when `wait`, else returns at once while any is still running. Returns the seconds waited, or None
+    when nothing was completed."""
+    step = getattr(trainer, "pending_checkpoint", None)
+    if step is None or (not wait and not all(trainer.wg.all_call("checkpoint_written"))):
+        return None
+    waited = max(trainer.wg.all_call("finish_checkpoint"))
+    root = trainer.ckpt_root
+    final, tmp = step_dir(root, step), os.path.join(root, f".tmp_global_step_{step}")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     pointer = os.path.join(root, LATEST + ".tmp")
@@ -48,7 +72,8 @@ def save(trainer) -> str:
         f.write(str(step))
     os.replace(pointer, os.path.join(root, LATEST))
     _prune(root, trainer.cfg.trainer.max_actor_ckpt_to_keep)
-    return final
+    trainer.pending_checkpoint = None
+    return waited
 
 
 def _prune(root: str, keep: int | None) -> None:

@@ -10,13 +10,17 @@ import time
 ENV = "RLSTUDIO_HOLD_DIR"
 
 
-def hold_after(step: int) -> None:
+def hold_after(step: int, before=None) -> None:
+    """`before`: called when the run is about to hold (e.g. to complete a checkpoint written in the background,
+    so that what the doc above promises holds while the test looks)."""
     directory = os.environ.get(ENV)
     if not directory:
         return
     gate = os.path.join(directory, f"step-{step}")
     if not os.path.exists(gate):
         return
+    if before is not None:
+        before()
     held = os.path.join(directory, f"held-{step}")
     with open(held + ".tmp", "w") as f:
         f.write(str(os.getpid()))

@@ -46,6 +46,7 @@ class PPOTrainer:
                                                                                               self.reward_model)
         self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
         self.wg = worker_group  # group-wide calls (checkpoints, export, memory); the roles below split batches
+        self.pending_checkpoint: int | None = None  # a step whose checkpoint is still being written
         self.rollout, self.actor = RolloutRole(worker_group), ActorRole(worker_group)
         self.reference, self.critic = ReferenceRole(worker_group), CriticRole(worker_group)
         self.logger = logger
@@ -213,10 +214,13 @@ class PPOTrainer:
                 val_metrics, val_samples = self.validate()
                 metrics.update(val_metrics)
                 samples.extend(val_samples)
+            waited = checkpointing.complete(self, wait=False)  # an earlier step's background write, if done
             if tr.save_freq > 0 and (self.global_step % tr.save_freq == 0 or last):
                 start = time.perf_counter()
-                checkpointing.save(self)
+                checkpointing.save(self)  # async_save: blocks while the state is copied, writes in the background
                 metrics["timing_s/save_checkpoint"] = time.perf_counter() - start
+            if waited is not None:
+                metrics["timing_s/save_checkpoint_wait"] = waited
             if self.global_step == 1 or last:
                 for stats in self.wg.all_call("memory_stats")[:1]:
                     metrics.update(stats)
@@ -226,8 +230,9 @@ class PPOTrainer:
                              [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)
             self.logger.log_samples(self.global_step, samples)
-            hold_after(self.global_step)
+            hold_after(self.global_step, before=lambda: checkpointing.complete(self, wait=True))
 
+        checkpointing.complete(self, wait=True)
         if tr.export_hf_model:
             self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))
 

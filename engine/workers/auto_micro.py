@@ -102,13 +102,17 @@ class Plan:
 def plan(cfg, shape: Shape, total_bytes: float, used_bytes: float, trainable_params: int) -> Plan:
     """Choose micro-batch token budgets and checkpointing for one worker.
 
-    total_bytes: the device's memory; used_bytes: what is allocated now (weights); trainable_params: actor +
-    critic parameters (their fp32 gradients and AdamW states are not allocated yet: 12 bytes each)."""
+    total_bytes: the device's memory; used_bytes: what is in use now (weights; a vLLM engine that is awake);
+    trainable_params: actor + critic parameters (their fp32 gradients and AdamW states are not allocated yet: 12
+    bytes each)."""
     arr, critic, data = cfg.actor_rollout_ref, cfg.critic, cfg.data
     prompt, response = data.max_prompt_length, data.max_response_length
     seq = prompt + response
     rows = data.train_batch_size * arr.rollout.n  # upper bound on one worker's generation batch
-    available = (USABLE * total_bytes - used_bytes - 12 * trainable_params - kv_cache_bytes(shape, rows, seq))
+    # the HF rollout's KV cache is allocated by the trainer's own allocator and may stay cached into training;
+    # vLLM's lives in its own pool, counted in used_bytes while the engine is awake and returned while it sleeps
+    kv = 0 if arr.rollout.name == "vllm" else kv_cache_bytes(shape, rows, seq)
+    available = USABLE * total_bytes - used_bytes - 12 * trainable_params - kv
     # the share of a padded micro-batch's tokens that are response tokens: at most response / (response + the
     # shortest prompt); assume short prompts (a quarter of the limit) so the LM head is not underestimated
     share = response / (response + max(1, prompt // 4))

@@ -17,17 +17,30 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from engine.models.export import HF_FILES_DIR, save_hf_files
 
 
-def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None) -> None:
+def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None,
+              background_group=None):
     """`directory`/huggingface/ gets the config and tokenizer (rank 0): with them the folder alone becomes an HF
-    model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`)."""
+    model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`).
+
+    With `background_group` (a process group of its own, so that the writer thread's collectives never interleave
+    with training's) the shards are copied to host memory and written by a background thread: returns the future
+    of that write (the caller waits for it before the checkpoint counts). Otherwise writes before returning."""
     os.makedirs(directory, exist_ok=True)
     if rank == 0:
         save_hf_files(module, tokenizer, os.path.join(directory, HF_FILES_DIR))
-    model_sd, optim_sd = get_state_dict(module, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory)
     extra = {"scheduler": scheduler.state_dict(), "world": world, "rng": rng_state()}
     torch.save(extra, os.path.join(directory, f"extra_state_rank_{rank}.pt"))
-    dist.barrier()
+    model_sd, optim_sd = get_state_dict(module, optimizer)
+    if background_group is None:
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory)
+        dist.barrier()
+        return None
+    result = dcp.async_save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory,
+                            process_group=background_group)
+    if hasattr(result, "staging_completion"):  # newer torch may stage in the background too: wait for the copy
+        result.staging_completion.result()
+        return result.upload_completion
+    return result
 
 
 def load_role(directory: str, module, optimizer, scheduler, rank: int, world: int) -> None:

@@ -211,6 +211,9 @@ class VLLMRollout:
         if self.sleep_enabled and self.asleep:
             wake = [t for t in (tags or sorted(self.asleep)) if t in self.asleep]
             if wake:
+                # the trainer's allocator caches what training freed (activations): hand it back to the device
+                # first, or the KV cache's re-allocation fails where training and generation together exceed it
+                torch.cuda.empty_cache()
                 self.llm.wake_up(tags=wake)
                 self.asleep -= set(wake)
 

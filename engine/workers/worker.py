@@ -115,9 +115,13 @@ class TrainWorker:
         trainable = sum(p.numel() for p in self.actor_module.parameters())
         if self.critic is not None:
             trainable += sum(p.numel() for p in self.critic.module.parameters())
-        _, total = torch.cuda.mem_get_info()
-        chosen = auto_micro.plan(self.cfg, auto_micro.Shape.of(self.actor_module.config), total,
-                                 torch.cuda.memory_allocated(), trainable)
+        free, total = torch.cuda.mem_get_info()
+        # what the device has in use, not what torch's allocator counts: a sleeping vLLM engine keeps its tensors
+        # allocated in the allocator's books while their memory is returned to the device (sleep mode)
+        rollout = self.cfg.actor_rollout_ref.rollout
+        sleeps = rollout.name == "vllm" and bool(rollout.free_cache_engine)
+        used = total - free if sleeps else torch.cuda.memory_allocated()
+        chosen = auto_micro.plan(self.cfg, auto_micro.Shape.of(self.actor_module.config), total, used, trainable)
         auto_micro.apply(self.cfg, chosen)
         # the actor's and critic's micro-batch sizes follow the config (UpdatedModel reads them at each update)
         actor_rollout_ref = self.cfg.actor_rollout_ref
@@ -339,11 +343,48 @@ class TrainWorker:
 
     # ---- checkpoints -------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str) -> None:
-        ckpt.save_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
-                       self.actor.scheduler, self.rank, self.world, self.tokenizer)
+        """Start the checkpoint (collective). Roles with checkpoint.async_save return once their state is in host
+        memory and are written in the background; `checkpoint_written` / `finish_checkpoint` follow them."""
+        self.finish_checkpoint()
+        roles = [("actor", self.actor_module, self.actor, self.cfg.actor_rollout_ref.actor.checkpoint)]
         if self.critic is not None:
-            ckpt.save_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
-                           self.critic.scheduler, self.rank, self.world, self.tokenizer)
+            roles.append(("critic", self.critic.module, self.critic, self.cfg.critic.checkpoint))
+        for name, module, role, ckpt_cfg in roles:
+            group = self._checkpoint_group(name) if ckpt_cfg.async_save else None
+            future = ckpt.save_role(os.path.join(directory, name), module, role.optimizer, role.scheduler,
+                                    self.rank, self.world, self.tokenizer, background_group=group)
+            if future is not None:
+                self._pending_writes.append(future)
+
+    def _checkpoint_group(self, role: str):
+        """A gloo group per role for its background writer: two writers (actor, critic) sharing one group would
+        interleave their collectives and deadlock. Created on first use, on every rank in the same order
+        (save_checkpoint is collective)."""
+        groups = self.__dict__.setdefault("_ckpt_groups", {})
+        if role not in groups:
+            groups[role] = dist.new_group(backend="gloo")
+        return groups[role]
+
+    @property
+    def _pending_writes(self) -> list:
+        if not hasattr(self, "_writes"):
+            self._writes = []
+        return self._writes
+
+    def checkpoint_written(self) -> bool:
+        """True when no background checkpoint write of this worker is still running (does not wait)."""
+        return all(f.done() for f in self._pending_writes)
+
+    def finish_checkpoint(self) -> float:
+        """Wait for this worker's background checkpoint writes (re-raising their errors); returns the seconds
+        waited. Collective when something was pending on any rank, so every rank calls it together."""
+        start = time.perf_counter()
+        writes, self._writes = self._pending_writes, []
+        for future in writes:
+            future.result()
+        if writes:
+            dist.barrier()
+        return time.perf_counter() - start
 
     def load_checkpoint(self, directory: str) -> None:
         ckpt.load_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,

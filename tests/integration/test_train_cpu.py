@@ -39,7 +39,10 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
     args = base_args(tiny_model, arith_data, out, **{
         "algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.use_kl_loss": "True",
         "trainer.total_training_steps": 6, "trainer.save_freq": 4, "trainer.test_freq": 3,
-        "custom_reward_function.path": str(HOLD_REWARD)})
+        "custom_reward_function.path": str(HOLD_REWARD),
+        # the kill must land after step 4's checkpoint is the resume point, however slow the machine: a blocking
+        # save (a background one completes when written; test_async_checkpoint_completes_and_resumes covers it)
+        "actor_rollout_ref.actor.checkpoint.async_save": "False"})
     # The first run is held while it scores step 6 (after logging step 5, before step 6 can log or checkpoint
     # anything), so the kill lands at the same point however fast the machine is.
     held = tmp_path / "held"

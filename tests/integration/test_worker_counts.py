@@ -62,6 +62,9 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_dat
     for step in (1, 2):
         assert_close(m1[step], m2[step], f"step {step}, 1 vs 2 workers")
 
+    # checkpoints are written in the background by default (checkpoint.async_save): the run completed them
+    assert not list(two.glob(".tmp_global_step_*")) and (two / "latest_checkpointed_iteration.txt").read_text() == "3"
+    assert all((two / f"global_step_{s}" / role / ".metadata").exists() for s in (2, 3) for role in ("actor", "critic"))
     # the checkpoint that 2 workers saved at step 2 resumes on 1 worker and on 2: step 3 as if uninterrupted
     for workers in (1, 2):
         resumed = tmp_path / f"resumed_on_{workers}"

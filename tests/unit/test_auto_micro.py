@@ -171,3 +171,17 @@ def test_tiny_model_auto_budget_gives_the_micro_batch_update(tiny_dir):
     for key in ("critic/vf_loss", "critic/grad_norm"):
         torch.testing.assert_close(torch.tensor(c1[key]), torch.tensor(c0[key]), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(w1, w0, rtol=1e-5, atol=1e-6)
+
+
+def test_a_sleeping_vllm_rollout_leaves_training_its_memory():
+    """The vLLM rollout's KV cache lives in vLLM's own pool, returned to the device while the engine sleeps
+    (the worker then counts what the device has in use, not vLLM's allocations): the plan does not reserve the HF
+    rollout's KV cache for it. On an H100 the seed command with rollout.name=vllm got 9 GB for activations and
+    checkpointing on when vLLM's sleeping 40 GB still counted (engine/bench/results/2026-12-06-h100b-c14-seed-vllm)."""
+    h100, used = 80 * GB, 6 * GB  # weights + vLLM's resident part after sleep(level=1)
+    hf = auto_micro.plan(seed_cfg(), QWEN05, h100, used, 2 * N_PARAMS)
+    vllm = auto_micro.plan(seed_cfg("actor_rollout_ref.rollout.name=vllm"), QWEN05, h100, used, 2 * N_PARAMS)
+    kv = auto_micro.kv_cache_bytes(QWEN05, 256, 512 + 256)
+    assert vllm.available_gb * GB == pytest.approx(hf.available_gb * GB + kv)
+    assert vllm.checkpointing == {"actor": False, "critic": False}
+    assert vllm.budgets["actor_update"] >= hf.budgets["actor_update"]
