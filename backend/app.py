@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
@@ -16,6 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend import db
+from backend.api.errors import validation_detail
+from backend.api.json_body import guard_bodies
 from backend.api.main import api_router, operation_id
 from backend.api.routes.health import health_of
 from backend.services.artifacts import safe_path
@@ -44,9 +47,57 @@ class RedactTokens(logging.Filter):
         return True
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
 def _beyond_int64(value: str) -> bool:
     text = str(value).strip()
-    return text.lstrip("+-").isdigit() and not -(2**63) <= int(text) < 2**63
+    return text.lstrip("+-").isdigit() and not INT64[0] <= int(text) <= INT64[1]
+
+
+def _int_beyond_int64(value) -> list[str | int] | None:
+    """Where in a parsed JSON body an integer is past 64 bits (the first one), or None."""
+    stack: list[tuple[object, list]] = [(value, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, int) and not isinstance(node, bool) and not INT64[0] <= node <= INT64[1]:
+            return path
+        if isinstance(node, (dict, list)):
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend((item, [*path, key]) for key, item in reversed(list(items)))
+    return None
+
+
+def with_int64_bounds(schema: dict) -> dict:
+    """State in the OpenAPI document what the API enforces on every integer it reads (parameters and request
+    bodies): 64 bits (the database's integers; beyond them a 422 naming the field). Bounds a model declares stay."""
+
+    def bound(node) -> None:
+        if isinstance(node, dict):
+            kinds = node.get("type")
+            if kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds):
+                if "minimum" not in node and "exclusiveMinimum" not in node:
+                    node["minimum"] = INT64[0]
+                if "maximum" not in node and "exclusiveMaximum" not in node:
+                    node["maximum"] = INT64[1]
+            ref = node.get("$ref", "")
+            if ref.startswith("#/components/schemas/") and ref not in seen:
+                seen.add(ref)
+                bound(components.get(ref.rsplit("/", 1)[1]))
+            for child in node.values():
+                bound(child)
+        elif isinstance(node, list):
+            for child in node:
+                bound(child)
+
+    components = schema.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            if isinstance(operation, dict):
+                bound(operation.get("parameters", []))
+                bound(operation.get("requestBody", {}))
+    return schema
 
 
 def api_methods(app: FastAPI, path: str) -> list[str]:
@@ -105,13 +156,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(OverflowError)
     async def number_out_of_range(request: Request, exc: OverflowError):
-        # e.g. an id or step beyond the database's 64-bit integers: name it when it is in the path or query
+        # e.g. an id or step beyond the database's 64-bit integers: name it when it is in the path, query or body
         named = [["path", k] for k, v in request.path_params.items() if _beyond_int64(v)]
         named += [["query", k] for k, v in request.query_params.multi_items() if _beyond_int64(v)]
+        in_body = _int_beyond_int64(request.scope.get("rlstudio.body"))
+        if in_body is not None:
+            named.append(["body", *in_body])
         loc = named[0] if named else ["body"]
-        where = f"{loc[1]}: " if named else ""
+        where = f"{'.'.join(map(str, loc[1:]))}: " if named else ""
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": loc, "type": "out_of_range", "msg": f"{where}a number is out of range (64-bit integers)."}]})
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError):
+        # FastAPI's own answer echoes the input (a NaN cannot be encoded: a 500; a 10 MB string comes back whole)
+        return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors())})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -145,4 +204,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         target = safe_path(frontend, path) if path else None
         return FileResponse(target or index)  # SPA fallback: unknown paths get the app, which routes them
 
+    guard_bodies(app.routes)  # every body bounded and checked before a route reads it (backend/api/json_body.py)
+    openapi = app.openapi
+
+    def openapi_with_limits() -> dict:
+        if app.openapi_schema is None:
+            with_int64_bounds(openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi_with_limits
     return app

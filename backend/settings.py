@@ -46,7 +46,8 @@ class Settings(BaseSettings):
     max_metric_points_per_request: int = 10_000
     max_samples_per_request: int = 1_000
     max_log_lines_per_request: int = 5_000
-    max_request_bytes: int = 64 * 1024 * 1024
+    max_request_bytes: int = 64 * 1024 * 1024  # a metrics, samples or logs upload
+    max_json_bytes: int = 2 * 1024 * 1024  # any other body (a run's config and notes, an experiment, a status)
 
     @field_validator("database_url", "public_url", "api_token", "ray_address", "ray_auth_token", "job_python",
                      "job_workdir", mode="before")

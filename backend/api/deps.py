@@ -99,10 +99,3 @@ async def ingest_session(request: Request, run_id: Annotated[int, Path(ge=1)]) -
 
 IngestSessionDep = Annotated[tuple[Session, Run], Depends(ingest_session)]
 
-
-async def check_body_size(request: Request) -> None:
-    settings: Settings = request.app.state.settings
-    length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > settings.max_request_bytes:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
-                            f"Request body over {settings.max_request_bytes} bytes; send smaller batches.")

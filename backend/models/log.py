@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
-from pydantic import field_validator
+from pydantic import StringConstraints, field_validator
 from sqlalchemy import Column, ForeignKey, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -30,7 +31,8 @@ class LogLineIn(SQLModel):
 
 
 class LogsIngest(SQLModel):
-    source: str = Field(default="engine", regex=r"^[a-z][a-z0-9_-]{0,19}$")
+    # (sqlmodel's `regex=` is not applied under pydantic 2: the pattern is on the type)
+    source: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,19}$")] = "engine"
     lines: list[LogLineIn]
 
 

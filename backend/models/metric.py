@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic import Field as PField
+from pydantic_core import PydanticCustomError
 from sqlalchemy import Column, Float, ForeignKey, Integer, String
 from sqlmodel import Field, SQLModel
 
@@ -70,10 +71,19 @@ class MetricSeriesIn(BaseModel):
 
 
 class MetricsIngest(BaseModel):
-    """`points` (one object per point) and/or `series` (columnar); both count toward the per-request max."""
+    """`points` (one object per point) and/or `series` (columnar); both count toward the per-request max.
+    A body with neither, or with other keys (`{"step": 1, "data": {...}}`), is a 422 naming them."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     points: list[MetricPointIn] = []
     series: list[MetricSeriesIn] = []
+
+    @model_validator(mode="after")
+    def _points_or_series(self):
+        if not self.model_fields_set:  # `{}`: nothing was meant (other keys were refused already)
+            raise PydanticCustomError("missing", "points, series: give one or both")
+        return self
 
     def size(self) -> int:
         return len(self.points) + sum(len(s.steps) for s in self.series)

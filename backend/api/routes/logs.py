@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, status
 
-from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import ErrorMessage
 from backend.models import IngestResult, LogLinePublic, LogLinesPublic, LogsIngest
 from backend.services import logs
@@ -15,7 +15,7 @@ router = APIRouter(tags=["logs"])
 ingest_router = APIRouter(tags=["logs"])  # authenticated by the run's ingest token or the API token
 
 
-@ingest_router.post("/runs/{run_id}/logs", response_model=IngestResult, dependencies=[Depends(check_body_size)],
+@ingest_router.post("/runs/{run_id}/logs", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more than RLSTUDIO_MAX_LOG_LINES_PER_REQUEST (default 5,000)"}})
 def ingest_logs(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: LogsIngest):

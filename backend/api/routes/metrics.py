@@ -3,24 +3,23 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from pydantic import StringConstraints
 from starlette.concurrency import run_in_threadpool
 
-from backend.api.fast_json import FastJSONRoute
-from backend.api.deps import IngestSessionDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.deps import IngestSessionDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
 
 router = APIRouter(tags=["metrics"])
-ingest_router = APIRouter(tags=["metrics"], route_class=FastJSONRoute)  # authenticated by the run's ingest token or the API token
+ingest_router = APIRouter(tags=["metrics"])  # authenticated by the run's ingest token or the API token
 
 MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
     "downsample each series to at most this many points, keeping every bucket's min and max"))]
 
 
-@ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult, dependencies=[Depends(check_body_size)],
+@ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
                                                     "(default 10,000) in one request"}})
@@ -84,10 +83,12 @@ _NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+}][^)]*\)\s*[*+{]")
 @router.get("/metrics", response_model=MetricSeriesList)
 def query_metrics(session: SessionDep,
                   run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
-                  key: Annotated[list[str] | None, Query(max_length=200)] = None,
-                  key_pattern: Annotated[list[Annotated[str, StringConstraints(max_length=200)]] | None, Query(
+                  key: Annotated[list[str], Query(max_length=200, description=(
+                      "the metric keys; at least one `key` or `key_pattern` is required"))] = [],  # noqa: B006 - FastAPI copies it
+                  key_pattern: Annotated[list[Annotated[str, StringConstraints(max_length=200)]], Query(
                       max_length=20, description="regular expressions (searched, as JavaScript's RegExp.test): "
-                                                 "every key of these runs that one matches is added to `key`")] = None,
+                                                 "every key of these runs that one matches is added to `key`; at "
+                                                 "least one `key` or `key_pattern` is required")] = [],  # noqa: B006
                   step_min: Annotated[int | None, Query(ge=0)] = None,
                   step_max: Annotated[int | None, Query(ge=0)] = None,
                   max_points: MaxPoints = 1000):

@@ -5,8 +5,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
-from backend.api.fast_json import FastJSONRoute
-from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, check_body_size, get_run_or_404
+from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
 from backend.models import (
     IngestResult,
@@ -22,7 +21,7 @@ from backend.models import (
 from backend.services import samples
 
 router = APIRouter(tags=["samples"])
-ingest_router = APIRouter(tags=["samples"], route_class=FastJSONRoute)  # authenticated by the run's ingest token or the API token
+ingest_router = APIRouter(tags=["samples"])  # authenticated by the run's ingest token or the API token
 
 Order = Literal["step", "-step", "score", "-score", "prompt_index", "id"]
 Split = Literal["train", "val"]
@@ -49,7 +48,7 @@ def turn_filters(
 TurnFiltersDep = Annotated[samples.TurnFilters, Depends(turn_filters)]
 
 
-@ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult, dependencies=[Depends(check_body_size)],
+@ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)"}})
 def ingest_samples(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: SamplesIngest):

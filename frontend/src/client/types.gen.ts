@@ -436,6 +436,7 @@ export type MetricSeriesList = {
  * MetricsIngest
  *
  * `points` (one object per point) and/or `series` (columnar); both count toward the per-request max.
+ * A body with neither, or with other keys (`{"step": 1, "data": {...}}`), is a 422 naming them.
  */
 export type MetricsIngest = {
     /**
@@ -1751,6 +1752,10 @@ export type ValidateConfigErrors = {
      */
     404: ErrorMessage;
     /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -1847,6 +1852,10 @@ export type CreateExperimentErrors = {
      * conflicts with the current state
      */
     409: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -1985,6 +1994,10 @@ export type UpdateExperimentErrors = {
      * conflicts with the current state
      */
     409: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2228,6 +2241,10 @@ export type CreateRunErrors = {
      */
     409: ErrorMessage;
     /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2366,6 +2383,10 @@ export type UpdateRunErrors = {
      */
     409: ErrorMessage;
     /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
      * Validation Error
      */
     422: HttpValidationError;
@@ -2457,6 +2478,10 @@ export type ForkRunErrors = {
      * conflicts with the current state
      */
     409: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
     /**
      * Validation Error
      */
@@ -2941,14 +2966,16 @@ export type QueryMetricsData = {
         run_id: Array<number>;
         /**
          * Key
+         *
+         * the metric keys; at least one `key` or `key_pattern` is required
          */
-        key?: Array<string> | null;
+        key?: Array<string>;
         /**
          * Key Pattern
          *
-         * regular expressions (searched, as JavaScript's RegExp.test): every key of these runs that one matches is added to `key`
+         * regular expressions (searched, as JavaScript's RegExp.test): every key of these runs that one matches is added to `key`; at least one `key` or `key_pattern` is required
          */
-        key_pattern?: Array<string> | null;
+        key_pattern?: Array<string>;
         /**
          * Step Min
          */
