@@ -28,7 +28,7 @@ CHAT_TEMPLATE = (
 
 # The tiny model's compact form of the same turns: a one-letter role and no newlines, so "82+53=?" becomes a
 # 14-token prompt instead of 26. With only 2 layers, every template token between the question and the answer
-# is a distractor; the short form measurably helps RL (README, "The built-in tiny model").
+# is a distractor; the short form measurably helps RL (docs/tiny-model.md).
 TINY_CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{%- set role = {'system': 'S', 'user': 'Q', 'assistant': 'A'}.get(message['role'], message['role']) %}"

@@ -1,5 +1,5 @@
 """Bad inputs, all of them: each gets a 4xx whose answer names the field (a 422's `loc` or message, a 413's
-message), and each leaves the database exactly as it was. README "Reliability" quotes len(CASES)."""
+message), and each leaves the database exactly as it was. docs/reliability.md quotes len(CASES)."""
 from __future__ import annotations
 
 import hashlib
@@ -150,6 +150,6 @@ def test_bad_input_is_refused_naming_the_field_and_changes_nothing(api, name, me
     assert stored(client) == before, f"{name}: the refused request changed the database"
 
 
-def test_readme_counts_these_cases():
-    readme = (REPO / "README.md").read_text()
-    assert f"**{len(CASES)} distinct bad inputs**" in readme, len(CASES)
+def test_reliability_page_counts_these_cases():
+    page = (REPO / "docs" / "reliability.md").read_text()
+    assert f"**{len(CASES)} distinct bad inputs**" in page, len(CASES)

@@ -24,7 +24,7 @@ cache the first test prepared (the same tiny model and data). It is also the sui
 run: every step logs the weight sync and a train/inference probability mismatch below 1e-3, and every
 sampled answer is logged.
 The tool-use test runs the `calculator_tool_use` preset for 20 steps: held-out accuracy and the share of held-out
-answers that call the calculator both rise by 25+ points over the warm start (README, "Tool use, learned").
+answers that call the calculator both rise by 25+ points over the warm start (docs/tool-use.md).
 That the two rollouts agree token by token (log-probs, weight sync, greedy output) is
 tests/integration/test_vllm_rollout.py's job, which also trains on vLLM with two workers.
 
