@@ -6,6 +6,6 @@
 # Console only, without the server: .venv/bin/python -m engine.main_ppo --config-name demo_ppo
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 exec .venv/bin/python -m backend --demo "$@"

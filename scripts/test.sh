@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RLSTUDIO_REQUIRE_UI=1  # here a missing UI build or browser fails the UI tests instead of skipping them
-bash scripts/setup.sh
+bash scripts/setup.sh test
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 npm test -w frontend --silent
 # Three workers on two cores: most tests spend their time waiting on a server, a Ray head or a subprocess, so a
