@@ -1,7 +1,8 @@
 """Inspection views against a real server fed through its ingest API, checked by what the user sees: the
 dense table (sort, filter, 4,096 answers virtualised), the Samples page following a live run (and pausing),
 the GRPO group numbers against the engine's own advantage function, side by side that re-pairs steps sharing
-no prompt, the KL chart, the skipped-update alarm, and "What changed" between validations."""
+no prompt, the KL chart, the skipped-update alarm, charts that stay readable (panels, flags, overlaps, the
+step-time breakdown), and "What changed" between validations."""
 from __future__ import annotations
 
 import random
@@ -13,7 +14,7 @@ import torch
 from playwright.sync_api import expect
 
 from engine.algos.advantages import compute_grpo_outcome_advantage
-from tests.ui.conftest import shot
+from tests.ui.conftest import ARTIFACTS, shot
 from tests.ui.seed import step_metrics
 
 
@@ -203,6 +204,65 @@ def test_kl_chart_is_to_the_reference_and_skipped_updates_alarm(page, server):
     page.goto(f"{server.url}/runs/{with_kl['id']}")
     expect(page.locator('[data-chart="kl"]')).to_have_attribute("data-points", "6")
     expect(page.locator('[data-chart="kl"] .chart-legend')).to_have_text("reward_kl_penalty")
+    assert not page.errors
+
+
+def test_run_charts_stay_readable(page, server):
+    """Issue 24 item 8: no secondary y axis (a clip ratio of 1/256 gets a panel of its own, in percent), the 0/1
+    skipped flag is a marker on the step axis, equal learning rates stay two visible lines, tiny values get SI
+    ticks, and the step time is stacked bars that can show each phase's share of the step."""
+    rng = random.Random(5)
+    run = server.api.external_run("readable-charts", tags=["ui"])
+    points = []
+    for s in range(1, 31):
+        points += [p for p in step_metrics(s, 30, rng) if p["key"] not in ("actor/ppo_kl", "response_length/clip_ratio")]
+        points += [{"key": "actor/ppo_kl", "step": s, "value": rng.uniform(1e-4, 4e-4)},
+                   {"key": "actor/pg_clipfrac", "step": s, "value": rng.uniform(5e-4, 1.6e-3)},
+                   {"key": "response_length/clip_ratio", "step": s, "value": 1 / 256 if s % 7 == 0 else 0.0},
+                   {"key": "actor/grad_norm_nonfinite", "step": s, "value": 1.0 if s == 12 else 0.0},
+                   {"key": "critic/lr", "step": s, "value": 1e-6},  # = actor/lr
+                   {"key": "timing_s/gen_worker", "step": s, "value": 0.9}]  # inside gen: not stacked
+    server.api.metrics(run, points)
+    server.api.status(run, "succeeded")
+    page.goto(f"{server.url}/runs/{run['id']}")
+    page.wait_for_function("""() => { const plots = [...document.querySelectorAll('[data-chart] .plot')];
+        return plots.length >= 10 && plots.every((d) => d.dataset.ready); }""")
+    charts = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('[data-chart]')].filter((c) => c.querySelector('.plot'))
+        .map((c) => { const gd = c.querySelector('.plot');
+          return [c.dataset.chart, {layout: JSON.parse(JSON.stringify(gd.layout)),
+            data: gd.data.map((t) => ({name: t.name, type: t.type, mode: t.mode, yaxis: t.yaxis, x: Array.from(t.x), line: t.line})),
+            ticks: [...c.querySelectorAll('.ytick text')].map((t) => t.textContent)}]; }))""")
+    for chart_id, chart in charts.items():
+        axes = {k: v for k, v in chart["layout"].items() if k.startswith("yaxis")}
+        for name, axis in axes.items():  # no right-hand axis; the only overlay is the flags' invisible one
+            assert axis.get("side") != "right", (chart_id, name)
+            assert not axis.get("overlaying") or axis.get("visible") is False, (chart_id, name)
+        for tick in chart["ticks"]:  # 0.00073 / 0.00152 / 1.28e+4 read as 730µ / 1.52m / 12.8k
+            assert not re.search(r"0\.000|e[+-]\d", tick), (chart_id, tick)
+    assert any(re.search("[µμ]$", t) for t in charts["update"]["ticks"]), charts["update"]["ticks"]  # ppo_kl ~2e-4: 200μ
+    length = charts["response-length"]
+    clip = next(t for t in length["data"] if t["name"] == "clip_ratio")
+    assert clip["yaxis"] == "y2"
+    assert length["layout"]["yaxis2"]["domain"][1] < length["layout"]["yaxis"]["domain"][0]  # a panel below
+    assert length["layout"]["yaxis2"]["tickformat"] == "~%"
+    grad = charts["grad-norm"]
+    flag = next(t for t in grad["data"] if t["name"] == "actor update skipped")
+    assert flag["mode"] == "markers" and flag["x"] == [12]
+    assert [s["x0"] for s in grad["layout"]["shapes"] if s["type"] == "line"] == [12]
+    expect(page.locator('[data-chart="grad-norm"] [data-legend="actor update skipped"]')).to_contain_text("1 step")
+    lr = charts["lr"]
+    assert next(t for t in lr["data"] if t["name"] == "critic/lr")["line"]["dash"] == "dash"
+    expect(page.locator('[data-chart="lr"] [data-legend="critic/lr"]')).to_contain_text("= actor/lr")
+    timing = charts["timing"]
+    assert {t["type"] for t in timing["data"]} == {"bar"} and timing["layout"]["barmode"] == "stack"
+    assert "gen_worker" not in {t["name"] for t in timing["data"]}
+    assert timing["data"][0]["name"] == "gen"  # the pipeline's order, generation at the bottom
+    expect(page.locator('[data-chart="timing"] .chart-legend')).to_contain_text("update_actor")
+    shot(page, "run-charts-readable")
+    page.locator('[data-chart="timing"]').get_by_role("button", name="share of step").click()
+    page.wait_for_function("() => document.querySelector('[data-chart=\"timing\"] .plot').layout.barnorm === 'percent'")
+    expect(page.locator('[data-chart="timing"] .ytick').last).to_contain_text("%")
+    page.locator('[data-chart="timing"]').screenshot(path=str(ARTIFACTS / "run-step-time-share.png"))
     assert not page.errors
 
 

@@ -3,12 +3,21 @@
  * raw points faded under the EMA when smoothing is on. Clicking a point opens the samples of its step.
  * Titles and legends are HTML, not Plotly's: Plotly measures and lays out every legend entry and title
  * with SVG text, which was a third of the Compare page's drawing time (10 charts x 10 runs).
+ *
+ * Readability rules (lib/chartLayout.ts): no secondary y axis; a series on a very different scale gets a
+ * panel of its own under the main one, on the same step axis, titled in the gap above it; 0/1 flags are
+ * markers on the step axis with a dotted line through the panels; a line identical to an earlier one is drawn
+ * dashed over a wider one and its legend says "= the other"; a sparse series gets markers; tick labels
+ * share one SI prefix per axis. The step-time chart is stacked bars (lib/stepBreakdown.ts).
  */
-import { useMemo, useState } from "react";
+import { useMemo, useState, type ReactNode } from "react";
 import type { MetricStore } from "../api/liveMetrics";
 import { CHARTS, chartKeys, type ChartDef } from "../lib/charts";
+import { AXIS_NUMBERS, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, PERCENT_AXIS, PERCENT_FORMAT,
+  valueFormat, wantsMarkers } from "../lib/chartLayout";
 import { plottable, type Series } from "../lib/series";
 import { ema } from "../lib/smoothing";
+import { concatRuns, stepBreakdown } from "../lib/stepBreakdown";
 import type { ChartOptions } from "./ChartControls";
 import { Plot, type Trace } from "./Plot";
 import { PALETTE, useDark } from "./useTheme";
@@ -26,6 +35,14 @@ interface Props {
   charts?: ChartDef[];
 }
 
+type Layout = Partial<import("plotly.js-basic-dist-min").Layout>;
+
+const PLOT_HEIGHT = 230;
+const MARGIN = { l: 48, r: 12, t: 8, b: 28 };
+const FLAG_COLOR = "#d62728";
+/** more dotted lines than this would hatch the chart: past it, only the markers on the step axis */
+const MAX_FLAG_LINES = 60;
+
 /** Legend names without the common prefix, unless two keys of the chart would then look the same. */
 function shortNames(keys: string[]): Map<string, string> {
   const strip = (k: string) => k.replace(/^(critic|actor|response_length|timing_s|perf)\//, "");
@@ -34,20 +51,18 @@ function shortNames(keys: string[]): Map<string, string> {
   return new Map(keys.map((k, i) => [k, unique ? short[i] : k]));
 }
 
-/** Plotly pads a constant series to ±1, which flattens tiny values (a learning rate of 1e-6) onto 0. */
-function constantRange(traces: Trace[], log: boolean): [number, number] | null {
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const t of traces) {
-    if (t.yaxis === "y2") continue;
-    for (const v of t.y) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-  }
-  if (!Number.isFinite(lo) || lo !== hi || lo === 0) return null;
-  const pad = Math.abs(lo) * 0.5;
-  return log ? [Math.log10(lo) - 0.5, Math.log10(lo) + 0.5] : [lo - pad, lo + pad];
-}
 
 const DASHES: Record<string, string> = { dot: "2 3", dash: "6 3", dashdot: "6 3 2 3" };
+
+interface LegendItem {
+  /** what show / hide toggles: the trace's name */
+  name: string;
+  color: string;
+  dash: string;
+  glyph: "line" | "marker" | "bar";
+  /** after the name, muted: "= actor/lr", "2 steps", "38%" */
+  note?: string;
+}
 
 export function MetricCharts({ store, runs, options, onPointClick, charts = CHARTS }: Props) {
   const dark = useDark();
@@ -67,6 +82,8 @@ export function MetricCharts({ store, runs, options, onPointClick, charts = CHAR
           <h3 className="chart-title">{def.title}</h3>
           <p className="notice small" role="note">{def.absent}</p>
         </section>
+      ) : def.breakdown ? (
+        <BreakdownChart key={def.id} def={def} store={store} runs={runs} options={options} dark={dark} onPointClick={onPointClick} />
       ) : (
         <MetricChart key={def.id} def={def} keys={keys} store={store} runs={runs} options={options} dark={dark}
           onPointClick={onPointClick} />
@@ -75,97 +92,248 @@ export function MetricCharts({ store, runs, options, onPointClick, charts = CHAR
   );
 }
 
-function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
-  def: ChartDef; keys: string[]; store: MetricStore; runs: RunRef[]; options: ChartOptions; dark: boolean;
-  onPointClick?: (runId: number, step: number) => void;
-}) {
-  const multiRun = runs.length > 1;
+function useHidden(): [ReadonlySet<string>, (name: string) => void] {
   const [hidden, setHidden] = useState<ReadonlySet<string>>(new Set());
-  const traces: Trace[] = [];
-  const traceRun: number[] = [];
-  const names = shortNames(keys);
-  runs.forEach((run, r) => {
-    keys.forEach((key, k) => {
-      const s: Series | undefined = store.byRun.get(run.id)?.get(key);
-      if (!s) return;
-      const color = PALETTE[(multiRun ? r : k) % PALETTE.length];
-      const dash = multiRun ? (["solid", "dot", "dash", "dashdot"] as const)[k % 4] : "solid";
-      const x = options.xAxis === "time" ? s.walls.map((w) => new Date(w * 1000)) : s.steps;
-      const y = plottable(s.values);
-      const onY2 = def.y2?.includes(key);
-      const name = multiRun ? `${run.name} · ${names.get(key)}` : names.get(key)!;
-      const base = { x, customdata: s.steps, yaxis: onY2 ? "y2" : "y", type: "scatter" as const, mode: "lines" as const };
-      if (def.stacked) {
-        traces.push({ ...base, type: "scatter", name, y, stackgroup: `run${run.id}`, line: { width: 0.5, color }, hovertemplate: `${name}: %{y:.3g}s<extra>step %{customdata}</extra>` });
-        traceRun.push(run.id);
-        return;
-      }
-      if (options.smoothing > 0) {
-        traces.push({ ...base, name: `${name} (raw)`, y, showlegend: false, opacity: 0.25, line: { color, width: 1, dash }, hoverinfo: "skip" });
-        traceRun.push(run.id);
-        traces.push({ ...base, name, y: plottable(ema(s.values, options.smoothing)), line: { color, width: 2, dash }, hovertemplate: `${name}: %{y:.4g}<extra>step %{customdata}</extra>` });
-      } else {
-        traces.push({ ...base, name, y, line: { color, width: 1.6, dash }, hovertemplate: `${name}: %{y:.4g}<extra>step %{customdata}</extra>` });
-      }
-      traceRun.push(run.id);
-    });
-  });
-  for (const t of traces) {
-    const legendName = t.showlegend === false ? t.name.replace(/ \(raw\)$/, "") : t.name;
-    if (hidden.has(legendName)) t.visible = "legendonly";
-  }
-  const legend = traces.filter((t) => t.showlegend !== false).map((t) => {
-    const line = (t.line ?? {}) as { color?: string; dash?: string };
-    return { name: t.name, color: line.color ?? (t.fillcolor as string | undefined) ?? "#888", dash: line.dash ?? "solid" };
-  });
   const toggle = (name: string) => setHidden((prev) => {
     const next = new Set(prev);
     if (next.has(name)) next.delete(name);
     else next.add(name);
     return next;
   });
-  const fixedRange = def.stacked ? null : constantRange(traces, options.logY);
+  return [hidden, toggle];
+}
+
+function baseLayout(dark: boolean) {
   const fg = dark ? "#d7dce2" : "#1f2933";
-  const grid = dark ? "#2e3640" : "#e6e9ee";
-  const shapes: Record<string, unknown>[] = def.band ? [{
-    type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: def.band[0], y1: def.band[1],
-    fillcolor: "rgba(84,162,75,0.14)", line: { width: 0 }, layer: "below",
-  }] : [];
+  return {
+    fg,
+    muted: dark ? "#9aa5b1" : "#52606d",
+    grid: dark ? "#2e3640" : "#e6e9ee",
+    layout: {
+      margin: MARGIN,
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "rgba(0,0,0,0)",
+      font: { color: fg, size: 11 },
+      showlegend: false,
+      hovermode: "x unified",
+      // the unified hover box takes the paper's colour, transparent here: it would show the lines through it
+      hoverlabel: { bgcolor: dark ? "#1b2129" : "#ffffff", bordercolor: dark ? "#46505c" : "#c9ced6", font: { color: fg, size: 11 } },
+    },
+  };
+}
+
+/** Style only (no data): a change redraws the chart, growth alone appends points (Plot's resetKey). */
+function styleKey(traces: Trace[], layout: Layout): string {
+  return JSON.stringify([layout, traces.map(({ x: _x, y: _y, customdata: _c, text: _t, ...style }) => style)]);
+}
+
+function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
+  def: ChartDef; keys: string[]; store: MetricStore; runs: RunRef[]; options: ChartOptions; dark: boolean;
+  onPointClick?: (runId: number, step: number) => void;
+}) {
+  const multiRun = runs.length > 1;
+  const [hidden, toggle] = useHidden();
+  const names = shortNames(keys);
+  const flagKeys = def.flags?.keys.filter((k) => keys.includes(k)) ?? [];
+  const declared = (def.panels ?? []).map((p) => ({ ...p, keys: p.keys.filter((k) => keys.includes(k)) }));
+  const mainKeys = keys.filter((k) => !flagKeys.includes(k) && !declared.some((p) => p.keys.includes(k)));
+  const seriesOf = (runId: number, key: string): Series | undefined => store.byRun.get(runId)?.get(key);
+  const magnitudes = new Map(mainKeys.map((key) => [key, Math.max(0, ...runs.map((r) => maxAbs(seriesOf(r.id, key)?.values ?? [])))]));
+  const panels = groupIntoPanels(mainKeys, declared, (key) => magnitudes.get(key) ?? 0);
+  const axisId = (i: number) => (i === 0 ? "y" : `y${i + 1}`);
+  const flagAxis = axisId(panels.length);
+  const xOf = (s: Series, steps?: number[]) => options.xAxis === "time"
+    ? (steps ? steps.map((st) => new Date(s.walls[s.steps.indexOf(st)] * 1000)) : s.walls.map((w) => new Date(w * 1000)))
+    : (steps ?? s.steps);
+
+  const traces: Trace[] = [];
+  const traceRun: number[] = [];
+  const legend: LegendItem[] = [];
+  let longest = 0;
+  for (const run of runs) for (const key of keys) longest = Math.max(longest, seriesOf(run.id, key)?.steps.length ?? 0);
+
+  const panelValues: (number | null)[][][] = panels.map(() => []);
+  panels.forEach((panel, p) => {
+    const items: { run: RunRef; r: number; key: string; s: Series; name: string }[] = [];
+    runs.forEach((run, r) => panel.keys.forEach((key) => {
+      const s = seriesOf(run.id, key);
+      if (s) items.push({ run, r, key, s, name: multiRun ? `${run.name} · ${names.get(key)}` : names.get(key)! });
+    }));
+    const dup = duplicateOf(items.map((it) => it.s));
+    const hasCopies = new Set(dup.filter((d) => d !== -1));
+    const fmt = panel.percent ? PERCENT_FORMAT : valueFormat(Math.max(0, ...items.map((it) => maxAbs(it.s.values))));
+    items.forEach((it, i) => {
+      const k = keys.indexOf(it.key);
+      const color = PALETTE[(multiRun ? it.r : k) % PALETTE.length];
+      let dash: string = multiRun ? (["solid", "dot", "dash", "dashdot"] as const)[k % 4] : "solid";
+      if (dup[i] !== -1 && dash === "solid") dash = "dash";
+      const width = hasCopies.has(i) ? 3.4 : dup[i] !== -1 ? 1.8 : 1.6; // the copy, dashed, over a wider original
+      const markers = wantsMarkers(it.s.steps.length, longest);
+      const base = { x: xOf(it.s), customdata: it.s.steps, yaxis: axisId(p), type: "scatter" as const,
+        mode: markers ? "lines+markers" as const : "lines" as const, ...(markers ? { marker: { size: 5, color } } : {}) };
+      const y = plottable(it.s.values);
+      const hovertemplate = `${it.name}: %{y:${fmt}}<extra>step %{customdata}</extra>`;
+      if (options.smoothing > 0) {
+        traces.push({ ...base, name: `${it.name} (raw)`, y, showlegend: false, opacity: 0.25, line: { color, width: 1, dash }, hoverinfo: "skip" });
+        traceRun.push(it.run.id);
+        const smooth = plottable(ema(it.s.values, options.smoothing));
+        traces.push({ ...base, name: it.name, y: smooth, line: { color, width: Math.max(2, width), dash }, hovertemplate });
+        panelValues[p].push(smooth);
+      } else {
+        traces.push({ ...base, name: it.name, y, line: { color, width, dash }, hovertemplate });
+        panelValues[p].push(y);
+      }
+      traceRun.push(it.run.id);
+      legend.push({ name: it.name, color, dash, glyph: "line", ...(dup[i] !== -1 ? { note: `= ${items[dup[i]].name}` } : {}) });
+    });
+  });
+
+  // flags: a marker on the step axis (the bottom of the lowest panel) at every step where the flag is 1
+  const flagged: { x: unknown; color: string }[] = [];
+  runs.forEach((run, r) => flagKeys.forEach((key) => {
+    const s = seriesOf(run.id, key);
+    if (!s) return;
+    const steps = flaggedSteps(s.steps, s.values);
+    if (multiRun && !steps.length) return; // one "none" per run and flag would crowd the legend
+    const role = key.split("/")[0];
+    const name = `${multiRun ? `${run.name} · ` : ""}${role} ${def.flags!.label}`;
+    const color = multiRun ? PALETTE[r % PALETTE.length] : (role === "critic" ? "#9467bd" : FLAG_COLOR);
+    const x = xOf(s, steps);
+    traces.push({ name, x, y: steps.map(() => 0), customdata: steps, yaxis: flagAxis, type: "scatter", mode: "markers",
+      cliponaxis: false, marker: { symbol: "triangle-up", size: 11, color, line: { width: 1, color: dark ? "#111" : "#fff" } },
+      hovertemplate: `${name}<extra>step %{customdata}</extra>` });
+    traceRun.push(run.id);
+    legend.push({ name, color, dash: "solid", glyph: "marker", note: steps.length ? `${steps.length} step${steps.length === 1 ? "" : "s"}` : "none" });
+    for (const v of x) flagged.push({ x: v, color });
+  }));
+
+  for (const t of traces) {
+    const legendName = t.showlegend === false ? t.name.replace(/ \(raw\)$/, "") : t.name;
+    if (hidden.has(legendName)) t.visible = "legendonly";
+  }
+  const { layout: common, grid, muted } = baseLayout(dark);
+  const domains = panelDomains(panels.length, PLOT_HEIGHT - MARGIN.t - MARGIN.b);
+  const layout: Record<string, unknown> = {
+    ...common,
+    xaxis: { gridcolor: grid, zeroline: false, type: options.xAxis === "time" ? "date" : "linear", title: { text: "" },
+      anchor: axisId(panels.length - 1) },
+    shapes: [
+      ...(def.band ? [{ type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: def.band[0], y1: def.band[1],
+        fillcolor: "rgba(84,162,75,0.14)", line: { width: 0 }, layer: "below" }] : []),
+      ...(flagged.length <= MAX_FLAG_LINES ? flagged.map((f) => ({ type: "line", xref: "x", x0: f.x, x1: f.x, yref: "paper", y0: 0, y1: 1,
+        line: { color: f.color, width: 1, dash: "dot" }, opacity: 0.55, layer: "below" })) : []),
+    ],
+    annotations: panels.flatMap((panel, i) => panel.title ? [{ xref: "paper", x: 0, xanchor: "left", yref: "paper", y: domains[i][1],
+      yanchor: "bottom", text: panel.title, showarrow: false, font: { size: 10, color: muted } }] : []),
+  };
+  panels.forEach((panel, i) => {
+    const fixed = constantRange(panelValues[i], options.logY);
+    layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = {
+      gridcolor: grid, zeroline: false, type: options.logY ? "log" : "linear", ...AXIS_NUMBERS, automargin: true,
+      domain: domains[i], anchor: "x", ...(panel.percent && !options.logY ? PERCENT_AXIS : {}),
+      ...(fixed ? { range: fixed, autorange: false } : {}),
+    };
+  });
+  if (flagKeys.length) {
+    layout[`yaxis${panels.length + 1}`] = { overlaying: axisId(panels.length - 1), visible: false, range: [0, 1], fixedrange: true, autorange: false };
+  }
+  // a new smoothing weight changes every y without changing the style: redraw, not append
+  const resetKey = [[...hidden].join("|"), store.epoch, options.smoothing, options.xAxis, runs.map((r) => r.id).join("."),
+    styleKey(traces, layout as Layout)].join(";");
+  return (
+    <ChartCard def={def} traces={traces} layout={layout as Layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
+      onPointClick={onPointClick ? (p) => {
+        const idx = traces.findIndex((t) => t.name === p.traceName);
+        const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
+        if (idx !== -1 && Number.isFinite(step)) onPointClick(traceRun[idx], step);
+      } : undefined} />
+  );
+}
+
+/** The step-time breakdown: stacked bars, seconds per step or each phase's share of the step. */
+function BreakdownChart({ def, store, runs, options, dark, onPointClick }: {
+  def: ChartDef; store: MetricStore; runs: RunRef[]; options: ChartOptions; dark: boolean;
+  onPointClick?: (runId: number, step: number) => void;
+}) {
+  const [hidden, toggle] = useHidden();
+  const [share, setShare] = useState(false);
+  const perRun = runs.map((r) => store.byRun.get(r.id)).filter((m): m is Map<string, Series> => !!m);
+  const bd = stepBreakdown(concatRuns(perRun));
+  if (!bd) return null;
+  const traces: Trace[] = bd.segments.map((seg) => {
+    const name = seg.afterStep ? `${seg.phase} (after the step)` : seg.phase === "other" ? "other (rest of the step)" : seg.phase;
+    return {
+      name, type: "bar", x: bd.x, y: seg.seconds, customdata: bd.first, width: bd.width * 0.88,
+      marker: { color: seg.color, line: { width: 0 } },
+      text: seg.seconds.map((v, i) => `${name}: ${fmtSI(v)} s (${fmtShare(bd.total[i] > 0 ? v / bd.total[i] : 0)})`),
+      hovertemplate: "%{text}<extra></extra>", textposition: "none",
+      ...(hidden.has(name) ? { visible: "legendonly" } : {}),
+    };
+  });
+  const legend: LegendItem[] = bd.segments.map((seg, i) => ({ name: traces[i].name, color: seg.color, dash: "solid", glyph: "bar",
+    note: fmtShare(seg.share) }));
+  const { layout: common, grid } = baseLayout(dark);
   const layout = {
-    margin: { l: 48, r: def.y2 ? 44 : 12, t: 8, b: 28 },
-    paper_bgcolor: "rgba(0,0,0,0)",
-    plot_bgcolor: "rgba(0,0,0,0)",
-    font: { color: fg, size: 11 },
-    xaxis: { gridcolor: grid, zeroline: false, type: options.xAxis === "time" ? "date" : "linear", title: { text: "" } },
-    yaxis: { gridcolor: grid, zeroline: false, type: options.logY ? "log" : "linear", exponentformat: "e",
-      ...(fixedRange ? { range: fixedRange, autorange: false } : {}) },
-    ...(def.y2 ? { yaxis2: { overlaying: "y", side: "right", showgrid: false, title: { text: def.y2title ?? "" }, rangemode: "tozero" } } : {}),
-    showlegend: false,
-    hovermode: "x unified",
-    shapes,
-  } as Partial<import("plotly.js-basic-dist-min").Layout>;
-  const resetKey = [[...hidden].join("|"), store.epoch, fixedRange?.join(","), options.smoothing, options.xAxis, options.logY, dark, runs.map((r) => r.id).join("."), keys.join("|")].join(";");
+    ...common,
+    barmode: "stack", barnorm: share ? "percent" : "", bargap: 0,
+    xaxis: { gridcolor: grid, zeroline: false, title: { text: "" }, hoverformat: "d" },
+    yaxis: { gridcolor: grid, zeroline: false, ...AXIS_NUMBERS, automargin: true, ticksuffix: share ? "%" : " s", rangemode: "tozero",
+      ...(share ? { range: [0, 100], autorange: false } : {}) },
+  } as Layout;
+  const stepsNote = bd.width > 1 ? ` · each bar the mean of ${bd.width} steps` : "";
+  // each update redraws: the last bar's mean changes without the bar count growing
+  const resetKey = [[...hidden].join("|"), share, store.version, store.epoch, dark, runs.map((r) => r.id).join(".")].join(";");
+  return (
+    <ChartCard def={def} traces={traces} layout={layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
+      titleExtra={<>
+        <span className="muted small chart-subtitle">{options.xAxis === "time" ? "by step" : ""}{stepsNote}</span>
+        <span className="segmented chart-toggle" role="group" aria-label="step time as">
+          <button type="button" aria-pressed={!share} onClick={() => setShare(false)}>seconds</button>
+          <button type="button" aria-pressed={share} onClick={() => setShare(true)}>share of step</button>
+        </span>
+      </>}
+      onPointClick={onPointClick ? (p) => {
+        const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
+        if (!Number.isFinite(step)) return;
+        // a resumed run's bars after its parent's: the step belongs to the last run that started at or before it
+        const owner = [...runs].reverse().find((r) => (store.byRun.get(r.id)?.get("timing_s/step")?.steps[0] ?? Infinity) <= step) ?? runs[runs.length - 1];
+        onPointClick(owner.id, step);
+      } : undefined} />
+  );
+}
+
+function ChartCard({ def, traces, layout, resetKey, legend, hidden, toggle, onPointClick, titleExtra }: {
+  def: ChartDef; traces: Trace[]; layout: Layout; resetKey: string; legend: LegendItem[]; hidden: ReadonlySet<string>;
+  toggle: (name: string) => void; onPointClick?: (p: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
+  titleExtra?: ReactNode;
+}) {
   return (
     <section className="card chart-card" data-chart={def.id} data-points={traces.reduce((n, t) => n + t.x.length, 0)}>
-      <h3 className="chart-title">{def.title}</h3>
-      <Plot traces={traces} layout={layout} resetKey={resetKey} ariaLabel={def.title} height={230}
-        onPointClick={onPointClick ? (p) => {
-          const idx = traces.findIndex((t) => t.name === p.traceName);
-          const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
-          if (idx !== -1 && Number.isFinite(step)) onPointClick(traceRun[idx], step);
-        } : undefined} />
+      <h3 className="chart-title">{def.title}{titleExtra}</h3>
+      <Plot traces={traces} layout={layout} resetKey={resetKey} ariaLabel={def.title} height={PLOT_HEIGHT} onPointClick={onPointClick} />
       <ul className="chart-legend" aria-label={`${def.title} legend`}>
         {legend.map((l) => (
-          <li key={l.name}>
+          <li key={l.name} data-legend={l.name}>
             <button type="button" className="link-like" aria-pressed={!hidden.has(l.name)} title="show / hide"
               onClick={() => toggle(l.name)}>
-              <svg width="22" height="8" aria-hidden><line x1="1" y1="4" x2="21" y2="4" stroke={l.color} strokeWidth="2.2"
-                strokeDasharray={DASHES[l.dash] ?? undefined} /></svg>
+              <LegendGlyph item={l} />
               {l.name}
+              {l.note && <span className="legend-note">{l.note}</span>}
             </button>
           </li>
         ))}
       </ul>
     </section>
+  );
+}
+
+function LegendGlyph({ item }: { item: LegendItem }) {
+  if (item.glyph === "marker") {
+    return <svg width="22" height="10" aria-hidden><polygon points="11,1 16,9 6,9" fill={item.color} /></svg>;
+  }
+  if (item.glyph === "bar") return <svg width="14" height="10" aria-hidden><rect x="1" y="0" width="12" height="10" rx="1.5" fill={item.color} /></svg>;
+  return (
+    <svg width="22" height="8" aria-hidden><line x1="1" y1="4" x2="21" y2="4" stroke={item.color} strokeWidth="2.2"
+      strokeDasharray={DASHES[item.dash] ?? undefined} /></svg>
   );
 }
