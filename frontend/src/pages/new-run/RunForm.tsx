@@ -1,0 +1,201 @@
+/**
+ * The new-run (or fork) form itself: the schema's fields over a base (engine defaults overlaid with a preset
+ * or the parent run's config), the paste box, run name/experiment/tags, and submit with the server's 422s
+ * shown at their fields.
+ */
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useMemo, useState } from "react";
+import { Link, useNavigate } from "react-router-dom";
+import { ApiError } from "../../api/client";
+import { qk, runWrites } from "../../api/queries";
+import { PageTitle } from "../../components/Layout";
+import { flatten, sameValue, unflatten } from "../../lib/configDiff";
+import { essentialsFirst, fieldsFromSchema, type Field } from "../../lib/schemaForm";
+import { toCommand, type HydraValue } from "../../lib/verlCommand";
+import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
+import { rawOf, valueOf } from "./fieldValues";
+import { PasteSection } from "./PasteSection";
+import { PresetPicker } from "./PresetPicker";
+import { presetLabel } from "./presets";
+import { splitServerErrors } from "./serverErrors";
+import { usePaste, type PendingPaste } from "./usePaste";
+
+export interface RunFormProps {
+  schema: object;
+  presets: { name: string; config: Record<string, unknown> }[];
+  presetNames: string[];
+  preset: string | null;
+  parent: { id: number; name?: string; resolved_config: Record<string, unknown>; tags?: string[] } | null;
+  pending: PendingPaste | null;
+  onPreset: (name: string | null, paste?: Omit<PendingPaste, "preset">) => void;
+}
+
+export function RunForm({ schema, presets, presetNames, preset, parent, pending, onPreset }: RunFormProps) {
+  const navigate = useNavigate();
+  const qc = useQueryClient();
+  const fields = useMemo(() => fieldsFromSchema(schema), [schema]);
+  const byKey = useMemo(() => new Map(fields.map((f) => [f.key, f])), [fields]);
+  const { essentials, advanced } = useMemo(() => essentialsFirst(fields), [fields]);
+
+  // the starting point: engine defaults, overlaid with the preset's values or the parent run's config
+  const base = useMemo(() => {
+    const out: Record<string, HydraValue | undefined> = {};
+    for (const f of fields) out[f.key] = f.default;
+    const overlay = parent ? parent.resolved_config : presets.find((p) => p.name === preset)?.config ?? {};
+    for (const [k, v] of Object.entries(flatten(overlay))) if (byKey.has(k)) out[k] = v as HydraValue;
+    return out;
+  }, [fields, byKey, presets, preset, parent]);
+
+  const defaults = useMemo(() => Object.fromEntries(fields.map((f) => [f.key, f.default])), [fields]);
+
+  const paste = usePaste({
+    schema, byKey, defaults, presets, presetNames, preset, fork: parent !== null, pending, onPreset,
+    onFill: (next) => {
+      setEdits((e) => ({ ...e, ...next }));
+      if (Object.keys(next).some((k) => advanced.some((f) => f.key === k))) setAdvancedOpen(true);
+    },
+  });
+
+  const [edits, setEdits] = useState<Record<string, Raw>>(paste.initial ?? {});
+  const [name, setName] = useState(parent ? `${parent.name ?? `run-${parent.id}`}-fork` : "");
+  const [experiment, setExperiment] = useState("");
+  const [tags, setTags] = useState(parent?.tags?.join(", ") ?? "");
+  const [serverErrors, setServerErrors] = useState<Record<string, string>>({});
+  const [generalErrors, setGeneralErrors] = useState<string[]>([]);
+  const [advancedOpen, setAdvancedOpen] = useState(() => Object.keys(paste.initial ?? {}).some((k) => !essentials.some((f) => f.key === k)));
+  const [advancedFilter, setAdvancedFilter] = useState("");
+
+  const rawFor = (f: Field): Raw => (f.key in edits ? edits[f.key] : rawOf(f, base[f.key]));
+  const clientErrors: Record<string, string> = {};
+  const changed: Record<string, HydraValue> = {};
+  for (const [key, raw] of Object.entries(edits)) {
+    const f = byKey.get(key);
+    if (!f) continue;
+    const v = valueOf(f, raw);
+    if (!v.ok) clientErrors[key] = v.error;
+    else if (!sameValue(v.value, base[key] ?? null)) changed[key] = v.value;
+  }
+
+  const setField = (key: string, raw: Raw) => {
+    setEdits((e) => ({ ...e, [key]: raw }));
+    setServerErrors(({ [key]: _drop, ...rest }) => rest);
+  };
+
+  const focusField = (key: string) => {
+    if (advanced.some((f) => f.key === key)) setAdvancedOpen(true);
+    setTimeout(() => {
+      const el = document.getElementById(fieldDomId(key));
+      el?.scrollIntoView({ block: "center" });
+      el?.focus();
+    }, 50);
+  };
+
+  const submit = useMutation({
+    mutationFn: async () => {
+      const config = unflatten(changed) as Record<string, unknown>;
+      const tagList = tags.split(",").map((t) => t.trim()).filter(Boolean);
+      if (parent) {
+        return runWrites.fork(parent.id, { name: name || null, config, tags: tagList });
+      }
+      return runWrites.create({ name, preset, config, tags: tagList, ...(experiment.trim() ? { experiment_name: experiment.trim() } : {}) });
+    },
+    onMutate: () => {
+      setServerErrors({});
+      setGeneralErrors([]);
+    },
+    onSuccess: (run) => {
+      void qc.invalidateQueries({ queryKey: qk.allRuns });
+      navigate(`/runs/${run.id}`);
+    },
+    onError: (e) => {
+      if (e instanceof ApiError && e.fieldErrors.length) {
+        const { atFields, general } = splitServerErrors(e.fieldErrors, (key) => byKey.has(key));
+        setServerErrors(atFields);
+        setGeneralErrors(general);
+        const first = Object.keys(atFields)[0];
+        if (first) focusField(first);
+      } else {
+        setGeneralErrors([e instanceof Error ? e.message : String(e)]);
+      }
+    },
+  });
+
+  const onSubmit = (ev: React.FormEvent) => {
+    ev.preventDefault();
+    const firstBad = Object.keys(clientErrors)[0];
+    if (firstBad) {
+      focusField(firstBad);
+      return;
+    }
+    submit.mutate();
+  };
+
+  const renderField = (f: Field) => (
+    <FieldInput key={f.key} field={f} raw={rawFor(f)} changed={f.key in changed}
+      error={clientErrors[f.key] ?? serverErrors[f.key]} onChange={(raw) => setField(f.key, raw)} />
+  );
+  const filteredAdvanced = advanced.filter((f) => !advancedFilter || f.key.includes(advancedFilter) || f.description.toLowerCase().includes(advancedFilter.toLowerCase()));
+  const sections = [...new Set(filteredAdvanced.map((f) => f.section))];
+  const changedCount = Object.keys(changed).length;
+
+  return (
+    <form className="stack" onSubmit={onSubmit} noValidate aria-label="new run">
+      <PageTitle actions={<Link to="/" className="button">Cancel</Link>}>
+        {parent ? <>Fork of <Link to={`/runs/${parent.id}`}>{parent.name || `run ${parent.id}`}</Link></> : "New run"}
+      </PageTitle>
+
+      {!parent && <PresetPicker presetNames={presetNames} preset={preset} onPreset={(n) => onPreset(n)} />}
+
+      <PasteSection text={paste.text} onText={paste.setText} report={paste.report} fork={parent !== null} onApply={paste.apply} />
+
+      <section className="card">
+        <h2>Run</h2>
+        <div className="form-section">
+          <div className="field"><label htmlFor="run-name">Name</label>
+            <input id="run-name" value={name} onChange={(e) => setName(e.target.value)} placeholder="(automatic)" /></div>
+          {!parent && <div className="field"><label htmlFor="run-experiment">Experiment</label>
+            <input id="run-experiment" value={experiment} onChange={(e) => setExperiment(e.target.value)} placeholder="default" /></div>}
+          <div className="field"><label htmlFor="run-tags">Tags</label>
+            <input id="run-tags" value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma, separated" /></div>
+        </div>
+      </section>
+
+      <section className="card">
+        <h2>Essentials</h2>
+        <div className="form-section">{essentials.map(renderField)}</div>
+      </section>
+
+      <details className="card" open={advancedOpen} onToggle={(e) => setAdvancedOpen((e.target as HTMLDetailsElement).open)}>
+        <summary><strong>Advanced</strong> <span className="muted small">— {advanced.length} more keys</span></summary>
+        {advancedOpen && (
+          <div>
+            <input type="search" placeholder="filter keys" aria-label="filter advanced keys" value={advancedFilter}
+              onChange={(e) => setAdvancedFilter(e.target.value)} style={{ margin: ".6rem 0" }} />
+            {sections.map((s) => (
+              <div key={s} className="advanced-group">
+                <h3>{s}</h3>
+                <div className="form-section">{filteredAdvanced.filter((f) => f.section === s).map(renderField)}</div>
+              </div>
+            ))}
+          </div>
+        )}
+      </details>
+
+      {generalErrors.length > 0 && <div className="notice error" role="alert">{generalErrors.map((g, i) => <div key={i}>{g}</div>)}</div>}
+      {Object.keys(serverErrors).length > 0 && (
+        <div className="notice error" role="alert">The server refused the config: see the highlighted field{Object.keys(serverErrors).length > 1 ? "s" : ""}.</div>
+      )}
+
+      <section className="card">
+        <details>
+          <summary className="small">As a command ({changedCount} key{changedCount === 1 ? "" : "s"} set on top of {parent ? "the parent run" : preset ? presetLabel(preset) : "the defaults"})</summary>
+          <pre className="log-tail">{toCommand(changed) + (preset && !parent ? ` \\\n    --config-name ${preset}` : "")}</pre>
+        </details>
+        <div className="row" style={{ marginTop: ".6rem" }}>
+          <button type="submit" className="primary" disabled={submit.isPending}>{submit.isPending ? "Launching…" : parent ? "Launch fork" : "Launch run"}</button>
+          {Object.keys(clientErrors).length > 0 && <span className="field-error">Fix the highlighted fields first.</span>}
+        </div>
+      </section>
+    </form>
+  );
+}

@@ -1,0 +1,16 @@
+/** A form field's text/checkbox value ("raw") to and from the config value it stands for. */
+import { fromText, toText, type Field } from "../../lib/schemaForm";
+import type { HydraValue } from "../../lib/verlCommand";
+import type { Raw } from "./FieldInput";
+
+export function rawOf(field: Field, value: HydraValue | undefined): Raw {
+  if (field.kind === "boolean") return value === null || value === undefined ? (field.nullable ? null : false) : Boolean(value);
+  if (field.kind === "enum") return value === null || value === undefined ? null : String(value);
+  return toText(field, value);
+}
+
+export function valueOf(field: Field, raw: Raw): { ok: true; value: HydraValue } | { ok: false; error: string } {
+  if (field.kind === "boolean") return { ok: true, value: raw === null ? null : Boolean(raw) };
+  if (field.kind === "enum") return raw === null ? { ok: true, value: null } : fromText(field, String(raw));
+  return fromText(field, raw === null ? "" : String(raw));
+}
