@@ -7,7 +7,8 @@ import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
 import * as sdk from "../client/sdk.gen";
 import { downsample, fromApi, groupByKey, mergePoints, type LivePoint, type Series } from "../lib/series";
-import { eventsUrl, unwrap } from "./client";
+import { unwrap } from "./client";
+import { openEventStream } from "./live";
 import { qk } from "./queries";
 
 export type RunSeries = Map<string, Series>;
@@ -109,36 +110,26 @@ export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunI
   const { refetch } = query;
   useEffect(() => {
     if (!liveKey) return;
-    const sources = liveKey.split(",").map(Number).map((runId) => {
-      const source = new EventSource(eventsUrl(`/api/v1/runs/${runId}/events`));
+    const closers = liveKey.split(",").map(Number).map((runId) => {
       let first = true;
-      source.addEventListener("hello", () => {
-        // history fetched before the stream opened may miss points: fetch it again once, now that we listen
-        if (first) void refetch();
-        first = false;
-      });
-      source.addEventListener("metrics", (e) => {
-        const points = (JSON.parse((e as MessageEvent).data) as { points: LivePoint[] }).points;
-        let log = liveLog.current.get(runId);
-        if (!log) liveLog.current.set(runId, (log = []));
-        if (log.length < LIVE_LOG_CAP) log.push(...points);
-        const appendOnly = apply(runId, points, false);
-        schedule(!appendOnly);
-      });
-      for (const kind of OTHER_KINDS) {
-        source.addEventListener(kind, (e) => {
-          let data: unknown = null;
-          try {
-            data = JSON.parse((e as MessageEvent).data);
-          } catch {
-            data = null;
-          }
+      return openEventStream(`/api/v1/runs/${runId}/events`, ["hello", "metrics", ...OTHER_KINDS], (kind, data) => {
+        if (kind === "hello") {
+          // history fetched before the stream opened may miss points: fetch it again once, now that we listen
+          if (first) void refetch();
+          first = false;
+        } else if (kind === "metrics") {
+          const points = (data as { points: LivePoint[] }).points;
+          let log = liveLog.current.get(runId);
+          if (!log) liveLog.current.set(runId, (log = []));
+          if (log.length < LIVE_LOG_CAP) log.push(...points);
+          const appendOnly = apply(runId, points, false);
+          schedule(!appendOnly);
+        } else {
           onEventRef.current?.(runId, kind, data);
-        });
-      }
-      return source;
+        }
+      }, { unparsed: "null" });
     });
-    return () => sources.forEach((s) => s.close());
+    return () => closers.forEach((close) => close());
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [liveKey, refetch]);
 
