@@ -4,8 +4,13 @@
  */
 import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
-import type { RunCreate, RunFork, RunStatus, RunUpdate } from "../client/types.gen";
+import type {
+  ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
+} from "../client/types.gen";
 import { unwrap } from "./client";
+
+/** A generated query type with `null` left out of each value (the pages leave a filter out rather than null it). */
+type Unset<T> = { [K in keyof T]: Exclude<T[K], null> };
 
 export const qk = {
   allRuns: ["runs"] as const,
@@ -36,13 +41,7 @@ export function isActive(status: RunStatus | string | undefined | null): boolean
   return (ACTIVE_STATUSES as readonly string[]).includes(status ?? "");
 }
 
-export interface RunFilters {
-  status?: RunStatus[];
-  experiment_id?: number;
-  tag?: string[];
-  not_tag?: string[];
-  q?: string;
-}
+export type RunFilters = Unset<Pick<NonNullable<ListRunsData["query"]>, "status" | "experiment_id" | "tag" | "not_tag" | "q">>;
 
 export function useRuns(filters: RunFilters) {
   return useQuery({
@@ -109,23 +108,9 @@ export function useRunTools(runId: number | null, enabled = true) {
   });
 }
 
-export interface SampleQuery {
-  step?: number;
-  split?: "train" | "val";
-  q?: string;
-  min_score?: number;
-  max_score?: number;
-  data_source?: string;
-  prompt_index?: number;
-  skip?: number;
-  limit?: number;
-  order?: "step" | "-step" | "score" | "-score" | "prompt_index" | "id";
-  // multi-turn samples (lib/conversation.ts turnQuery)
-  num_turns?: number;
-  tool?: string;
-  uses_tool?: boolean;
-  tool_error?: boolean;
-}
+/** The Samples page's filters; multi-turn ones from lib/conversation.ts turnQuery. */
+export type SampleQuery = Unset<Pick<NonNullable<ListSamplesData["query"]>, "step" | "split" | "q" | "min_score" | "max_score"
+  | "data_source" | "prompt_index" | "skip" | "limit" | "order" | "num_turns" | "tool" | "uses_tool" | "tool_error">>;
 
 export function useSamples(runId: number | null, params: SampleQuery, enabled = true) {
   return useQuery({
@@ -182,19 +167,8 @@ export function useNewestAnswers(runIds: number[], poll: boolean) {
   });
 }
 
-export interface SampleRowQuery {
-  step?: number[];
-  split?: "train" | "val";
-  q?: string;
-  min_score?: number;
-  max_score?: number;
-  data_source?: string;
-  limit?: number;
-  num_turns?: number;
-  tool?: string;
-  uses_tool?: boolean;
-  tool_error?: boolean;
-}
+export type SampleRowQuery = Unset<Pick<NonNullable<ListSampleRowsData["query"]>, "step" | "split" | "q" | "min_score"
+  | "max_score" | "data_source" | "limit" | "num_turns" | "tool" | "uses_tool" | "tool_error">>;
 
 /** Answers as light rows (no prompt, no per-token arrays): the dense table and "What changed". */
 export function useSampleRows(runId: number | null, params: SampleRowQuery, enabled = true) {
@@ -206,12 +180,7 @@ export function useSampleRows(runId: number | null, params: SampleRowQuery, enab
   });
 }
 
-export interface OverlapQuery {
-  step: number;
-  split: "train" | "val";
-  other_run_id?: number;
-  other_split?: "train" | "val";
-}
+export type OverlapQuery = Unset<Pick<ListStepOverlapsData["query"], "step" | "split" | "other_run_id" | "other_split">>;
 
 /** Steps that answered some of the prompts of (run, step, split), nearest first. */
 export function useStepOverlaps(runId: number | null, params: OverlapQuery | null) {

@@ -1,17 +1,9 @@
 /** The dense samples table's pure parts: sort, quick filter, and the window of rows a scroll position shows. */
+import type { SampleRow } from "../client/types.gen";
 
-export interface Row {
-  id: number;
-  sample_index: number;
-  prompt_index?: number | null;
-  score?: number | null;
-  advantage?: number | null;
-  length: number;
-  first_line: string;
-  question?: string;
-  rollout_diff_max?: number | null;
-  num_turns?: number | null;
-}
+/** The fields of the API's light sample row (`SampleRow`) that sorting and filtering read. */
+export type Row = Pick<SampleRow, "id" | "sample_index" | "prompt_index" | "score" | "advantage" | "length" | "first_line"
+  | "rollout_diff_max" | "num_turns"> & Partial<Pick<SampleRow, "question">>;
 
 export type SortColumn = "prompt" | "score" | "advantage" | "length" | "mismatch" | "turns";
 export interface Sort { column: SortColumn; desc: boolean }
