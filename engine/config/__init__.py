@@ -1,9 +1,9 @@
 """Run configuration: one typed schema (schema.py) used by the CLI, the API and the UI form."""
 from engine.config.errors import ConfigError
-from engine.config.loader import all_keys, build_config, flatten, merge_trees, set_dotted, validate_tree
+from engine.config.loader import build_config, flatten, merge_trees, set_dotted, validate_tree
 from engine.config.overrides import parse_overrides
 from engine.config.resolve import world_size
-from engine.config.schema import PPOConfig
+from engine.config.schema import PPOConfig, all_keys
 
 
 def json_schema() -> dict:

@@ -15,42 +15,18 @@ from pydantic import BaseModel, ValidationError
 
 from engine.config.errors import ConfigError
 from engine.config.overrides import Override, parse_overrides
-from engine.config.schema import Extensible, PPOConfig
+from engine.config.schema import Extensible, PPOConfig, all_keys, section_type
 from engine.config.verl_layout import canonical_key, canonical_tree, unsupported_reason
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
 # ------------------------------------------------------------------------------------ schema walking
-def _section_type(annotation) -> type[BaseModel] | None:
-    """The pydantic model behind a field annotation (unwrapping Optional), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _section_type(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _is_dict_field(annotation) -> bool:
     origin = typing.get_origin(annotation)
     if origin is dict:
         return True
     return any(_is_dict_field(a) for a in typing.get_args(annotation))
-
-
-def all_keys(model: type[BaseModel] = PPOConfig, prefix: str = "") -> list[str]:
-    """Every leaf key of the schema in dotted form (`actor_rollout_ref.actor.optim.lr`, ...)."""
-    keys = []
-    for name, field in model.model_fields.items():
-        sub = _section_type(field.annotation)
-        dotted = f"{prefix}{name}"
-        if sub is not None:
-            keys.extend(all_keys(sub, dotted + "."))
-        else:
-            keys.append(dotted)
-    return keys
 
 
 def _lookup(key: str) -> tuple[str, Any]:
@@ -61,7 +37,7 @@ def _lookup(key: str) -> tuple[str, Any]:
         field = model.model_fields.get(part)
         if field is None:
             return ("extensible", None) if issubclass(model, Extensible) else ("unknown", None)
-        sub = _section_type(field.annotation)
+        sub = section_type(field.annotation)
         last = i == len(parts) - 1
         if sub is None:
             if not last:

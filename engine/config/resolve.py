@@ -6,7 +6,7 @@ import difflib
 
 from engine.config.errors import ConfigError
 from engine.config.registry import refuse_unsupported
-from engine.config.schema import PPOConfig
+from engine.config.schema import PPOConfig, all_keys
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
 
 
@@ -113,8 +113,6 @@ def _runtime_env(cfg: PPOConfig) -> None:
 
 
 def resolve(cfg: PPOConfig) -> PPOConfig:
-    from engine.config.loader import all_keys
-
     cfg = cfg.model_copy(deep=True)
     # A resolved config sent back (the dashboard logger posts one) carries derived keys: their derived value is no
     # setting of the user's.

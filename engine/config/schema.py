@@ -9,6 +9,7 @@ Fields left `None` that verl fills by interpolation (e.g. `critic.ppo_mini_batch
 """
 from __future__ import annotations
 
+import typing
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -502,3 +503,28 @@ class PPOConfig(Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     ray_init: RayInitConfig = Field(default_factory=RayInitConfig)
+
+
+# ------------------------------------------------------------------------------------ walking the schema
+def section_type(annotation) -> type[BaseModel] | None:
+    """The pydantic model behind a field annotation (unwrapping Optional), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = section_type(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def all_keys(model: type[BaseModel] = PPOConfig, prefix: str = "") -> list[str]:
+    """Every leaf key of the schema in dotted form (`actor_rollout_ref.actor.optim.lr`, ...)."""
+    keys = []
+    for name, field in model.model_fields.items():
+        sub = section_type(field.annotation)
+        dotted = f"{prefix}{name}"
+        if sub is not None:
+            keys.extend(all_keys(sub, dotted + "."))
+        else:
+            keys.append(dotted)
+    return keys
