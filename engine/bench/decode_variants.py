@@ -23,7 +23,7 @@ def variants_for(device: str) -> dict[str, dict]:
     default in turn, all three off (the GPU defaults before 2026-12-06), and the old masked prefill."""
     from types import SimpleNamespace
 
-    from engine.workers.rollout_hf import hf_options
+    from engine.rollout.hf_rollout import hf_options
 
     defaults = hf_options(SimpleNamespace(engine_kwargs=SimpleNamespace(hf={})), device)
     base = {k: defaults[k] for k in OPTIONS}
@@ -77,9 +77,9 @@ def run_decode_variants(w: Workload, device: str, extra: list[str], emit, warmup
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from engine.protocol import Batch
+    from engine.rollout.hf_rollout import assemble, eos_ids
+    from engine.rollout.static_decoder import StaticDecoder
     from engine.workers.forward import response_log_probs
-    from engine.workers.rollout_hf import assemble, eos_ids
-    from engine.workers.rollout_static import StaticDecoder
 
     if extra:
         raise SystemExit("--decode-variants takes no engine overrides (it runs the decoder alone): "

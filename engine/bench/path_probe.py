@@ -36,7 +36,7 @@ def _log(msg: str) -> None:
 
 def teacher_batch(prompts, tf_len: int, vocab: int, eos: list[int], pad_id: int, seed: int = 0):
     """Prompts + a fixed answer of `tf_len` uniformly random tokens (no end token), in the training layout."""
-    from engine.workers.rollout_hf import assemble
+    from engine.rollout.hf_rollout import assemble
 
     g = torch.Generator().manual_seed(seed)
     responses = torch.randint(0, vocab, (len(prompts), tf_len), generator=g)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.workers.forward import response_log_probs
 
     def layers_eager(module, eager: bool):
-        from engine.workers.fsdp import decoder_layers
+        from engine.distributed.fsdp import decoder_layers
 
         saved = []
         for layer in decoder_layers(module):
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                         restore(saved)
                 guarded(name, run)
 
-    module_paths("ref", worker.ref_module)
+    module_paths("ref", worker.reference.module)
     module_paths("actor", worker.actor_module)
     module_paths("actor", worker.actor_module, train=True)
 
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         return rollout.generate(gen_prompts, max_new_tokens=args.gen_len)
 
     def plain_generate(model_):
-        from engine.workers.rollout_hf import assemble
+        from engine.rollout.hf_rollout import assemble
 
         def gen():
             out = model_.generate(input_ids=gen_prompts["input_ids"], attention_mask=gen_prompts["attention_mask"],

@@ -32,7 +32,7 @@ def seed_overrides(model: str, data: str, steps: int) -> list[str]:
 
 def recording_group(worker_cls, init_args):
     """An in-process worker group that also keeps the raw per-mini-batch update metrics (in `.raw`)."""
-    from engine.workers.worker_group import InProcessWorkerGroup
+    from engine.distributed.worker_group import InProcessWorkerGroup
 
     class RecordingGroup(InProcessWorkerGroup):
         raw: dict = {}

@@ -1,5 +1,5 @@
 """`python -m engine.bench --update-variants`: the actor update of a workload, in-process (one TrainWorker, no
-Ray), under each one-worker FSDP layout and gradient-accumulation mode (engine/workers/fsdp.py), plus the
+Ray), under each one-worker FSDP layout and gradient-accumulation mode (engine/distributed/fsdp.py), plus the
 log-prob kernels with and without chunking. The figures that chose the defaults."""
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def synthetic_update_batch(w: Workload):
 def run_update_variants(w: Workload, device: str, extra: list[str], emit, repeats: int = 3) -> None:
     from engine.bench.engine_run import engine_overrides
     from engine.config import build_config
+    from engine.distributed import fsdp
     from engine.trainer.metrics import mfu
-    from engine.workers import fsdp
     from engine.workers.worker import TrainWorker, free_port
 
     cfg = build_config(engine_overrides(w, model_dir(w), "grpo", 10, device) + list(extra))

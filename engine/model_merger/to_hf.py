@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch loads only once the arguments are checked: a wrong one is answered at once
     import torch
 
-from engine.models.export import HF_FILES_DIR
+from engine.checkpoint.export import HF_FILES_DIR
 
 STEP_DIR = re.compile(r"global_step_(\d+)$")
 HINT = "point --local_dir at <trainer.default_local_dir>/global_step_N/actor (or .../critic)"
@@ -133,7 +133,7 @@ def merge(local_dir: str, target_dir: str, trust_remote_code: bool = False) -> s
     source, overrides, value_head = _config_source(local_dir)
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
-    from engine.models.export import write_hf_model
+    from engine.checkpoint.export import write_hf_model
 
     config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
     for key, value in overrides.items():

@@ -93,8 +93,8 @@ def agent_rollout(model, tokenizer, sample: bool):
     """The engine's own multi-turn rollout (agent loop around the hf rollout) with the calculator."""
     from engine.config.schema import MultiTurnConfig, RolloutConfig, ValKwargs
     from engine.rollout.agent_loop import AgentLoopRollout
+    from engine.rollout.hf_rollout import HFRollout, eos_ids
     from engine.tools.registry import load_tools
-    from engine.workers.rollout_hf import HFRollout, eos_ids
 
     cfg = RolloutConfig(name="hf", response_length=RESPONSE_LENGTH, temperature=1.0, do_sample=True,
                         val_kwargs=ValKwargs(do_sample=sample, temperature=1.0 if sample else 0.0),

@@ -7,7 +7,7 @@ inside one response budget of `response_length` tokens. Every turn is generated 
 vllm) from the full context so far, as token ids: the model's tokens are kept exactly as sampled (never decoded
 and re-encoded), so the trainer scores the very sequence the rollout produced.
 
-The result has the single-turn layout (engine/workers/rollout_hf.py `assemble`) with one difference: in the
+The result has the single-turn layout (engine/rollout/hf_rollout.py `assemble`) with one difference: in the
 response, `attention_mask` covers the tool tokens too while `response_mask` marks only the model's tokens, so
 the loss, the KL, the advantages and the entropy see the model's tokens and the forward pass sees everything.
 Per-trajectory turns (`turns`, `num_turns`, `tool_reward`) go into the batch's meta for the metrics and samples.

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from engine.config import ConfigError, world_size
-from engine.workers.worker_group import InProcessWorkerGroup, WorkerGroup
+from engine.distributed.worker_group import InProcessWorkerGroup, WorkerGroup
 
 
 def uses_ray(cfg) -> bool:
@@ -42,7 +42,7 @@ def uses_ray(cfg) -> bool:
 def worker_env(cfg) -> dict[str, str]:
     """The environment variables of each Ray worker: rlstudio's (WORKER_ENV), then the user's
     ray_init.runtime_env.env_vars, which win (an actor's own env_vars would otherwise override the job's)."""
-    from engine.workers.worker_group import WORKER_ENV
+    from engine.distributed.worker_group import WORKER_ENV
 
     return {**WORKER_ENV, **cfg.ray_init.runtime_env.get("env_vars", {})}
 
@@ -124,7 +124,7 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
     group = None
     try:
         if uses_ray(cfg):
-            from engine.workers.ray_worker_group import RayWorkerGroup, plan_resources
+            from engine.distributed.ray_worker_group import RayWorkerGroup, plan_resources
 
             owns_ray = start_ray(cfg)
             placement = plan_resources(device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)

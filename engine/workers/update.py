@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import torch
 
+from engine.distributed.fsdp import accumulate, clip_grad_norm, to_floats
 from engine.protocol import Batch
 from engine.workers.forward import micro_batches, pad_to, unpermute
-from engine.workers.fsdp import accumulate, clip_grad_norm, to_floats
 from engine.workers.loss_weights import micro_batch_weights
 
 

@@ -1,8 +1,11 @@
-"""The colocated worker: one process per GPU (or per CPU worker) holding every role's shard.
+"""The colocated worker: one process per GPU (or per CPU worker) hosting every role's shard.
 
-Actor + Rollout share one module (the rollout generates with the actor's weights), the Reference and
-the Critic live beside them. The driver calls these methods through `WorkerGroup`; each data method
-takes this worker's chunk of the batch and returns (Batch, metrics).
+The roles are their own modules: the actor (actor.py), the reference (reference.py) and the critic (critic.py)
+in this folder, the rollout in engine/rollout/, the reward model in engine/reward/reward_model.py. Here they are
+built (loaded, sharded, given their optimizers) and called: Actor + Rollout share one module (the rollout
+generates with the actor's weights), the Reference and the Critic live beside them. The driver calls these
+methods through `WorkerGroup` (engine/distributed/worker_group.py); each data method takes this worker's chunk
+of the batch and returns (Batch, metrics).
 """
 from __future__ import annotations
 
@@ -14,16 +17,17 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from engine.models.export import hf_class, write_hf_model
+from engine.checkpoint.export import hf_class, write_hf_model
+from engine.checkpoint.sharded import load_role, save_role
+from engine.distributed.fsdp import DTYPES, full_state_dict, shard_model
 from engine.protocol import Batch
-from engine.workers import checkpoint as ckpt
+from engine.rollout.hf_rollout import HFRollout, eos_ids
 from engine.workers import packing
 from engine.workers.actor import Actor
 from engine.workers.critic import Critic
-from engine.workers.fsdp import DTYPES, full_state_dict, shard_model
 from engine.workers.optim import build_optimizer, build_scheduler
 from engine.workers.profiling import maybe_profile
-from engine.workers.rollout_hf import HFRollout, eos_ids
+from engine.workers.reference import Reference
 
 
 def free_port() -> int:
@@ -41,7 +45,7 @@ def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
 def compile_layers(model) -> None:
     """`use_torch_compile` (GPU only; on by default, as in verl): each decoder layer's forward goes through torch.compile (one compiled graph shared
     by the identical layers); the module call around it, with FSDP2's and checkpointing's hooks, stays eager."""
-    from engine.workers.fsdp import decoder_layers
+    from engine.distributed.fsdp import decoder_layers
 
     for layer in decoder_layers(model):
         layer.forward = torch.compile(layer.forward)
@@ -97,7 +101,7 @@ class TrainWorker:
                                                        trust_remote_code=actor_rollout_ref.model.trust_remote_code)
         torch.manual_seed(cfg.trainer.seed)  # identical initial weights (e.g. a new value head) on every rank
         self.actor = self._build_actor()
-        self.ref_module = self._build_reference() if uses_ref else None
+        self.reference = self._build_reference() if uses_ref else None
         self.critic = self._build_critic() if cfg.critic.enable else None
         self.reward_model = self._build_reward_model() if cfg.reward_model.enable else None
         self.rollout = self._build_rollout()
@@ -209,7 +213,7 @@ class TrainWorker:
                      temperature=actor_rollout_ref.rollout.temperature, rollout_n=actor_rollout_ref.rollout.n,
                      world=self.world, remove_padding=actor_rollout_ref.model.use_remove_padding)
 
-    def _build_reference(self):
+    def _build_reference(self) -> Reference:
         actor_rollout_ref = self.cfg.actor_rollout_ref
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
         model = self._load_lm(actor_rollout_ref.model.path, actor_rollout_ref.model, dtype=dtype,
@@ -217,7 +221,9 @@ class TrainWorker:
         model.requires_grad_(False)
         if actor_rollout_ref.ref.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
-        return self._shard(model, actor_rollout_ref.ref.fsdp_config, None)
+        module = self._shard(model, actor_rollout_ref.ref.fsdp_config, None)
+        return Reference(module, actor_rollout_ref.ref, temperature=actor_rollout_ref.rollout.temperature,
+                         remove_padding=actor_rollout_ref.model.use_remove_padding)
 
     def _build_critic(self) -> Critic:
         c = self.cfg.critic
@@ -251,8 +257,8 @@ class TrainWorker:
         from engine.rollout.agent_loop import maybe_agent_loop
 
         rollout_cfg = self.cfg.actor_rollout_ref.rollout
-        if rollout_cfg.name == "vllm":  # ---- vLLM rollout (engine/workers/rollout_vllm.py) ----
-            from engine.workers.rollout_vllm import VLLMRollout
+        if rollout_cfg.name == "vllm":  # ---- vLLM rollout (engine/rollout/vllm_rollout.py) ----
+            from engine.rollout.vllm_rollout import VLLMRollout
 
             inner = VLLMRollout(self.actor_module, self.tokenizer, rollout_cfg, self.cfg.actor_rollout_ref.model,
                                 self.device_type, rank=self.rank, world=self.world, seed=self.cfg.trainer.seed,
@@ -292,16 +298,8 @@ class TrainWorker:
         return Batch({"old_log_probs": log_probs.cpu(), "entropys": entropy.cpu()}), metrics
 
     def compute_ref_log_prob(self, batch: Batch):
-        actor_rollout_ref = self.cfg.actor_rollout_ref
-        from engine.workers.forward import batched_log_probs
-
-        self.ref_module.eval()
-        ref = actor_rollout_ref.ref
-        max_tokens = ref.log_prob_max_token_len_per_gpu if ref.log_prob_use_dynamic_bsz else None
         with self._profile("ref", batch):
-            log_probs, _ = batched_log_probs(self.ref_module, self._local(batch), ref.log_prob_micro_batch_size_per_gpu,
-                                             actor_rollout_ref.rollout.temperature, max_tokens=max_tokens,
-                                             remove_padding=actor_rollout_ref.model.use_remove_padding)
+            log_probs = self.reference.compute_log_prob(self._local(batch))
         return Batch({"ref_log_prob": log_probs.cpu()}), {}
 
     def compute_rm_score(self, batch: Batch):
@@ -351,8 +349,8 @@ class TrainWorker:
             roles.append(("critic", self.critic.module, self.critic, self.cfg.critic.checkpoint))
         for name, module, role, ckpt_cfg in roles:
             group = self._checkpoint_group(name) if ckpt_cfg.async_save else None
-            future = ckpt.save_role(os.path.join(directory, name), module, role.optimizer, role.scheduler,
-                                    self.rank, self.world, self.tokenizer, background_group=group)
+            future = save_role(os.path.join(directory, name), module, role.optimizer, role.scheduler,
+                               self.rank, self.world, self.tokenizer, background_group=group)
             if future is not None:
                 self._pending_writes.append(future)
 
@@ -387,11 +385,11 @@ class TrainWorker:
         return time.perf_counter() - start
 
     def load_checkpoint(self, directory: str) -> None:
-        ckpt.load_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
-                       self.actor.scheduler, self.rank, self.world)
+        load_role(os.path.join(directory, "actor"), self.actor_module, self.actor.optimizer,
+                  self.actor.scheduler, self.rank, self.world)
         if self.critic is not None and os.path.isdir(os.path.join(directory, "critic")):
-            ckpt.load_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
-                           self.critic.scheduler, self.rank, self.world)
+            load_role(os.path.join(directory, "critic"), self.critic.module, self.critic.optimizer,
+                      self.critic.scheduler, self.rank, self.world)
         self._sync_rollout_weights()  # a resumed actor must also be what the rollout engine generates with
 
     def export_hf(self, directory: str) -> None:

@@ -18,7 +18,7 @@ import torch
 
 def weight_diff(engine: dict[str, torch.Tensor], actor: dict[str, torch.Tensor]) -> float:
     """Largest |engine − actor| over the engine's parameters (packed ones compared with their HF parts)."""
-    from engine.workers.rollout_vllm import hf_name_parts
+    from engine.rollout.vllm_rollout import hf_name_parts
 
     worst = 0.0
     for name, tensor in engine.items():
@@ -37,8 +37,8 @@ def main(model: str, data: str) -> dict:
 
     from engine.config import build_config
     from engine.data.dataset import RLDataset, collate
-    from engine.workers.fsdp import full_state_dict
-    from engine.workers.rollout_hf import HFRollout
+    from engine.distributed.fsdp import full_state_dict
+    from engine.rollout.hf_rollout import HFRollout
     from engine.workers.worker import TrainWorker, free_port
 
     cfg = build_config([

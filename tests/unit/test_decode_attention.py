@@ -1,4 +1,4 @@
-"""The one-kernel decode attention (engine/workers/decode_attention.py) against the eager grouped attention of
+"""The one-kernel decode attention (engine/rollout/kernels/decode_attention.py) against the eager grouped attention of
 the static decoder: on CPU through Triton's interpreter (fp32: the interpreter's bf16 matrix products are not
 faithful), on CUDA (skipped elsewhere) compiled, in bf16, inside a whole static decode with a CUDA graph."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ triton = pytest.importorskip("triton")
 
 CHECK = textwrap.dedent("""
     import torch
-    from engine.workers.decode_attention import decode_attention
-    from engine.workers.rollout_static import grouped_attention
+    from engine.rollout.kernels.decode_attention import decode_attention
+    from engine.rollout.static_decoder import grouped_attention
 
     torch.manual_seed(0)
     worst = 0.0
@@ -55,8 +55,8 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 @cuda
 def test_cuda_kernel_matches_eager_in_bf16_on_qwen05_heads():
-    from engine.workers.decode_attention import decode_attention
-    from engine.workers.rollout_static import grouped_attention
+    from engine.rollout.kernels.decode_attention import decode_attention
+    from engine.rollout.static_decoder import grouped_attention
 
     g = torch.Generator(device="cuda").manual_seed(0)
     B, L, n_q, n_kv, dim = 64, 512, 14, 2, 64
@@ -80,10 +80,10 @@ def test_cuda_static_decode_uses_the_kernel_and_samples_the_actors_distribution(
 
     from engine.models.random import build_random_model
     from engine.protocol import Batch
+    from engine.rollout.hf_rollout import assemble
+    from engine.rollout.static_decoder import StaticDecoder
     from engine.workers.forward import response_log_probs
-    from engine.workers.rollout_hf import assemble
-    from engine.workers.rollout_static import StaticDecoder
-    from tests.unit.test_rollout_static import EOS, PAD, prompts
+    from tests.unit.test_static_decoder import EOS, PAD, prompts
 
     build_random_model("tiny-qwen2", tmp_path, dtype="bfloat16")
     model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16, attn_implementation="sdpa")

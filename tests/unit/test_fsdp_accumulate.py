@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from engine.workers.fsdp import accumulate
+from engine.distributed.fsdp import accumulate
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The one-kernel sampling of the static decoder (engine/workers/fused_sampling.py), run on CPU through Triton's
+"""The one-kernel sampling of the static decoder (engine/rollout/kernels/fused_sampling.py), run on CPU through Triton's
 interpreter: greedy tokens and log-probs equal torch's, sampled tokens follow softmax(logits / T) (a chi-square
 test over 600 draws), the end tokens are held back until min_new_tokens, a row's tokens depend only on its index
 in the original batch and the step; then a whole static decode with the kernel (and the Triton decode attention)
@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 KERNEL = textwrap.dedent("""
     import torch
-    from engine.workers.fused_sampling import fused_sample
+    from engine.rollout.kernels.fused_sampling import fused_sample
 
     def args(rows, step=0, seed=11):
         return dict(seed=torch.tensor(seed), step=torch.tensor(step), rows=rows)
@@ -75,9 +75,9 @@ DECODE = textwrap.dedent("""
 
     from engine.protocol import Batch
     from engine.workers.forward import response_log_probs
-    from engine.workers.rollout_hf import assemble
-    from engine.workers import rollout_static
-    from engine.workers.rollout_static import StaticDecoder
+    from engine.rollout.hf_rollout import assemble
+    from engine.rollout import static_decoder
+    from engine.rollout.static_decoder import StaticDecoder
 
     EOS, PAD = 3, 0
     torch.manual_seed(0)
@@ -109,7 +109,7 @@ DECODE = textwrap.dedent("""
 
     # the whole step compiled (torch.compile, the attention kernel an opaque custom operator in its graph; traced
     # as on a GPU, run by the aot_eager backend: no inductor C++ code generation on the CPU)
-    rollout_static.STEP_COMPILE_BACKEND = "aot_eager"
+    static_decoder.STEP_COMPILE_BACKEND = "aot_eager"
     compiled = StaticDecoder(model, fused_sampling=True, triton_attention=True, compile_step=True)
     c_resp, c_lp = decode(compiled, min_new_tokens=10, temperature=0.9)  # same seed: the same tokens
     assert compiled.last_stats["compiled"] == "step" and compiled.last_stats["attention"] == "triton"
@@ -169,7 +169,7 @@ def test_cuda_kernel_on_qwen_vocabulary_in_bf16():
     log-softmax, and 4,096 draws over a 151,936-id distribution concentrated on 8 ids follow it."""
     import torch
 
-    from engine.workers.fused_sampling import fused_sample
+    from engine.rollout.kernels.fused_sampling import fused_sample
 
     g = torch.Generator(device="cuda").manual_seed(0)
     vocab = 151936
@@ -204,10 +204,10 @@ def test_cuda_static_decode_with_every_option_samples_the_actors_distribution(tm
 
     from engine.models.random import build_random_model
     from engine.protocol import Batch
+    from engine.rollout.hf_rollout import assemble
+    from engine.rollout.static_decoder import StaticDecoder
     from engine.workers.forward import response_log_probs
-    from engine.workers.rollout_hf import assemble
-    from engine.workers.rollout_static import StaticDecoder
-    from tests.unit.test_rollout_static import EOS, PAD, prompts
+    from tests.unit.test_static_decoder import EOS, PAD, prompts
 
     build_random_model("tiny-qwen2", tmp_path, dtype="bfloat16")
     model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16, attn_implementation="sdpa")

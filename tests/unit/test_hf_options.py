@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from engine.workers.rollout_hf import hf_options
+from engine.rollout.hf_rollout import hf_options
 
 
 def rollout(**hf):

@@ -1,4 +1,4 @@
-"""Worker placement (engine/workers/ray_worker_group.py): trainer.nnodes × trainer.n_gpus_per_node is honoured
+"""Worker placement (engine/distributed/ray_worker_group.py): trainer.nnodes × trainer.n_gpus_per_node is honoured
 exactly — one bundle per node, spread over distinct nodes — and a cluster too small is a clear error, not a
 hang. The plan is computed from `ray.nodes()`-shaped records; the real two-node run is
 tests/integration/test_worker_counts.py::test_two_nodes_one_worker_each."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError, build_config
+from engine.distributed.ray_worker_group import ResourceError, plan_placement
 from engine.workers.launch import uses_ray
-from engine.workers.ray_worker_group import ResourceError, plan_placement
 
 
 def node(ip: str, cpu: float, gpu: float = 0, alive: bool = True) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from engine.protocol import Batch
-from engine.workers.rollout_hf import assemble, response_mask_from
+from engine.rollout.hf_rollout import assemble, response_mask_from
 
 EOS, PAD = 9, 0
 

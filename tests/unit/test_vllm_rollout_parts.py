@@ -11,8 +11,8 @@ import torch
 
 from engine.config import build_config
 from engine.protocol import Batch
+from engine.rollout import vllm_rollout as rv
 from engine.trainer.rollout_mismatch import rollout_mismatch_metrics, rollout_probs_diff
-from engine.workers import rollout_vllm as rv
 
 
 def rollout_cfg(*overrides: str):

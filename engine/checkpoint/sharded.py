@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from engine.models.export import HF_FILES_DIR, save_hf_files
+from engine.checkpoint.export import HF_FILES_DIR, save_hf_files
 
 
 def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None,

@@ -1,4 +1,4 @@
-"""One-kernel sampling for the static-cache decoder (engine/workers/rollout_static.py), GPU only (and Triton's
+"""One-kernel sampling for the static-cache decoder (engine/rollout/static_decoder.py), GPU only (and Triton's
 interpreter on CPU, for tests).
 
 The decoder's torch sampling makes a fp32 copy of the [rows, vocabulary] logits, a logsumexp pass, a fp32

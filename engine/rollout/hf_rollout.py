@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from engine.distributed.fsdp import unsharded
 from engine.protocol import Batch
-from engine.workers.fsdp import unsharded
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -52,11 +52,11 @@ def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: in
 
 def hf_options(rollout_cfg, device: str) -> dict:
     """`actor_rollout_ref.rollout.engine_kwargs.hf.*` (added with `+key=value`): `decode` = static (static KV
-    cache + CUDA graphs, engine/workers/rollout_static.py; the default on GPU) or generate (transformers'
+    cache + CUDA graphs, static_decoder.py; the default on GPU) or generate (transformers'
     `generate`; the default on CPU); `cuda_graphs` = true/false and `compile` = true/false (torch.compile of
     the decode step's norms and MLPs; default true on GPU), `triton_attention` = true/false (the one-kernel decode
-    attention of engine/workers/decode_attention.py, GPU and bf16/fp16 only), `fused_sampling` = true/false (one
-    Triton kernel for the logsumexp, the min-tokens mask and Gumbel-max sampling, engine/workers/fused_sampling.py;
+    attention of kernels/decode_attention.py, GPU and bf16/fp16 only), `fused_sampling` = true/false (one
+    Triton kernel for the logsumexp, the min-tokens mask and Gumbel-max sampling, kernels/fused_sampling.py;
     plain sampling and greedy only, top-k/top-p keep the torch path), `compile_step` = true/false (the whole decode
     forward as one torch.compile'd graph instead of compiled norms/MLPs around eager attention code) — these three
     default to true on GPU (timed faster there with the same log-prob check; each falls back with a warning when
@@ -91,7 +91,7 @@ class HFRollout:
         self.options = hf_options(rollout_cfg, device)
         self.static = None
         if self.options["decode"] == "static":
-            from engine.workers.rollout_static import StaticDecoder
+            from engine.rollout.static_decoder import StaticDecoder
 
             self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"],
                                         compile_blocks=self.options["compile"],

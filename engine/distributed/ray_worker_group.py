@@ -12,7 +12,7 @@ from typing import Any
 
 import ray
 
-from engine.workers.worker_group import WORKER_ENV, WorkerGroup
+from engine.distributed.worker_group import WORKER_ENV, WorkerGroup
 
 
 class ResourceError(RuntimeError):

@@ -20,10 +20,10 @@ from Python, and the logits processors run one by one. Here:
   still running; the decode step is then re-captured for the smaller batch. A finished row costs nothing after
   the next compaction, so answers of very different lengths cost about their real tokens, not the longest
   one's × the batch. The sampling noise is still drawn for the whole original batch and indexed by the rows
-  left, so compaction changes no token, greedy or sampled (tests/unit/test_rollout_static.py).
+  left, so compaction changes no token, greedy or sampled (tests/unit/test_static_decoder.py).
 
-Opt-in until timed on a GPU (README "W1"): `triton_attention` (engine/workers/decode_attention.py),
-`fused_sampling` (engine/workers/fused_sampling.py), `compile_step` (the whole decode forward as one torch.compile'd
+Opt-in until timed on a GPU (README "W1"): `triton_attention` (kernels/decode_attention.py),
+`fused_sampling` (kernels/fused_sampling.py), `compile_step` (the whole decode forward as one torch.compile'd
 graph). On by default: prompts without padding prefill with plain causal SDPA (`causal_prefill`).
 
 On CPU (or with `cuda_graphs=False`) the same step runs eagerly. The log-prob returned for each token is under
@@ -63,7 +63,7 @@ def grouped_attention(module, query, key, value, attention_mask, scaling=None, d
     if scaling is None:
         scaling = dim ** -0.5
     if q_len == 1 and kwargs.get("decode_keys") is not None:
-        from engine.workers.decode_attention import decode_attention
+        from engine.rollout.kernels.decode_attention import decode_attention
 
         return decode_attention(query, key, value, attention_mask, kwargs["decode_keys"], scaling), None
     if q_len == 1:
@@ -110,9 +110,9 @@ class StaticDecoder:
         self.compile_step = compile_step
         self._step_fn = None
         self.cuda_graphs = cuda_graphs
-        self.triton_attention = triton_attention  # GPU, bf16/fp16: engine/workers/decode_attention.py
+        self.triton_attention = triton_attention  # GPU, bf16/fp16: kernels/decode_attention.py
         self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
-        self.fused_sampling = fused_sampling  # engine/workers/fused_sampling.py (plain and greedy sampling only)
+        self.fused_sampling = fused_sampling  # kernels/fused_sampling.py (plain and greedy sampling only)
         self._fused_checked: dict = {}  # (device, dtype) → the kernel agreed with torch
         self._said: set[str] = set()  # options asked for that cannot run here, told once each
         self.compile_blocks = compile_blocks
@@ -213,7 +213,7 @@ class StaticDecoder:
         return memo[key]
 
     def _check_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
-        from engine.workers import decode_attention as da
+        from engine.rollout.kernels import decode_attention as da
 
         if not da.available():
             return False
@@ -258,7 +258,7 @@ class StaticDecoder:
         return self._checked_once(self._fused_checked, self._check_fused, device, dtype, "fused sampling")
 
     def _check_fused(self, device: torch.device, dtype: torch.dtype) -> bool:
-        from engine.workers import fused_sampling as fs
+        from engine.rollout.kernels import fused_sampling as fs
 
         if not fs.available():
             return False
@@ -327,7 +327,7 @@ class StaticDecoder:
         }
         vocab = twin.config.vocab_size
         if use_fused:
-            from engine.workers.fused_sampling import fused_sample
+            from engine.rollout.kernels.fused_sampling import fused_sample
 
             # the call's noise seed, from torch's generator (so torch.manual_seed makes a run repeatable)
             seed = torch.randint(0, 2**62, (), device=device)
