@@ -120,10 +120,6 @@ READ_BY: dict[str, str] = {
     "algorithm.filter_groups.*": "engine/trainer/ppo_trainer.py",
     "actor_rollout_ref.rollout.engine_kwargs.hf": "engine/rollout/hf_rollout.py",
     "algorithm.rollout_correction.rollout_*": "engine/trainer/rollout_mismatch.py",
-    "algorithm.filter_groups.*": "engine/trainer/ppo_trainer.py",  # DAPO dynamic sampling
-    "reward_model.reward_manager": "engine/main_ppo.py",  # naive or dapo (overlong shaping)
-    "reward_model.reward_kwargs.max_resp_len": "engine/main_ppo.py",
-    "reward_model.reward_kwargs.overlong_buffer_cfg.*": "engine/reward/manager.py",
     "actor_rollout_ref.rollout.val_kwargs.n": "engine/trainer/ppo_trainer.py",
     "actor_rollout_ref.rollout.val_kwargs.*": "engine/rollout/hf_rollout.py",
     "critic.enable": "engine/main_ppo.py",
