@@ -22,9 +22,10 @@ from Python, and the logits processors run one by one. Here:
   one's × the batch. The sampling noise is still drawn for the whole original batch and indexed by the rows
   left, so compaction changes no token, greedy or sampled (tests/unit/test_static_decoder.py).
 
-Opt-in until timed on a GPU (README "W1"): `triton_attention` (kernels/decode_attention.py),
-`fused_sampling` (kernels/fused_sampling.py), `compile_step` (the whole decode forward as one torch.compile'd
-graph). On by default: prompts without padding prefill with plain causal SDPA (`causal_prefill`).
+On by default on GPU (timed in engine/bench/README.md; `engine_kwargs.hf.*=false` turns each off):
+`triton_attention` (kernels/decode_attention.py), `fused_sampling` (kernels/fused_sampling.py), `compile_step` (the
+whole decode forward as one torch.compile'd graph). On by default everywhere: prompts without padding prefill with
+plain causal SDPA (`causal_prefill`).
 
 On CPU (or with `cuda_graphs=False`) the same step runs eagerly. The log-prob returned for each token is under
 the temperature-scaled distribution (before top-k/top-p/min-tokens masking): what the actor recomputes, so

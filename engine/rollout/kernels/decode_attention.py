@@ -11,10 +11,10 @@ The current length is read from a device tensor inside the kernel (`n_keys`), so
 replays correctly at every step while the number of positions read grows with the answer: the first answer
 token of W1 reads 257 positions, not 512.
 
-Opt-in for now (`+actor_rollout_ref.rollout.engine_kwargs.hf.triton_attention=true`): checked on CPU through
-Triton's interpreter and, on first use on a GPU, against the eager path (a disagreement or a compile failure
-warns and keeps the eager path), but not yet timed on a GPU (tests/unit/test_decode_attention.py has the CUDA
-checks; README "W1" the command that decides the default).
+On by default on GPU (`actor_rollout_ref.rollout.engine_kwargs.hf.triton_attention`; timed in
+engine/bench/README.md): checked on CPU through Triton's interpreter and, on first use on a GPU, against the eager
+path (a disagreement or a compile failure warns and keeps the eager path); tests/unit/test_decode_attention.py has
+the CUDA checks.
 
 Masking: key position j of row b counts when j < n_keys and mask[b, j] (the same boolean mask the eager path
 gets: prompt padding is False). Each row has at least one valid key (its own newest token).
