@@ -15,7 +15,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     data_dir: Path = Path(".rlstudio")
-    # Any SQLAlchemy URL; default: a SQLite file in the data directory (WAL mode, foreign keys on).
+    # A SQLite or PostgreSQL URL (backend/README.md, Database); default: a SQLite file in the data directory (WAL
+    # mode, foreign keys on).
     database_url: str | None = None
     # The URL Ray jobs use to reach this server (default http://<host>:<port>, 0.0.0.0 -> 127.0.0.1).
     public_url: str | None = None

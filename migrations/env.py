@@ -6,6 +6,7 @@ from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
 import backend.models  # noqa: F401  (registers the tables on SQLModel.metadata, for autogenerate)
+from backend.db import normalize_url
 from backend.settings import Settings
 
 config = context.config
@@ -13,7 +14,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
     fileConfig(config.config_file_name)
 
 target_metadata = SQLModel.metadata
-url = config.get_main_option("sqlalchemy.url") or Settings().db_url
+url = normalize_url(config.get_main_option("sqlalchemy.url") or Settings().db_url)
 
 
 def run_migrations_offline() -> None:

@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh demo   what the dashboard and the demo run need (scripts/demo.sh)
 #   bash scripts/setup.sh [test] that, plus what only the tests need (scripts/test.sh): the test tools, the vLLM
 #                                CPU build (a few GB), verl as the differential tests' reference, Debian's Chromium
+#                                and PostgreSQL
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-test}
@@ -39,6 +40,20 @@ if [ "$profile" = test ] && ! done_for test; then
     "orjson>=3.10" "codetiming==1.4.0"
   echo "$want" > .venv/.rlstudio-setup-test
   echo "$want" > .venv/.rlstudio-setup-demo
+fi
+# PostgreSQL: the database tests run on SQLite and on a PostgreSQL server of their own (tests/backend/postgres.py:
+# initdb in a temporary directory, stopped at the end); Debian's package, installed when missing and we are root
+if [ "$profile" = test ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "[setup] installing Debian's postgresql (the database tests also run on PostgreSQL)"
+    # only the programs: no `main` cluster of its own (the tests make theirs)
+    mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/rlstudio-no-main.conf
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+      || echo "[setup] WARNING: could not install postgresql; the PostgreSQL tests will be skipped"
+  else
+    echo "[setup] no PostgreSQL (not root: 'apt-get install postgresql' installs it); the PostgreSQL tests will skip"
+  fi
 fi
 if [ "$profile" = demo ]; then
   SKIP_CHROMIUM=1 bash scripts/setup_frontend.sh   # Chromium only drives the UI tests

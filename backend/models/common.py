@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Literal
 
 from pydantic import Strict
-from sqlalchemy import JSON, DateTime
+from sqlalchemy import JSON, BigInteger, DateTime, Integer
 from sqlalchemy.types import TypeDecorator
 
 # Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
@@ -38,6 +38,9 @@ class UTCDateTime(TypeDecorator):
 
 
 JSONType = JSON().with_variant(JSON(none_as_null=True), "sqlite")
+# Every integer column: 64 bits, as the API promises (steps up to 2**62, ids, file sizes). SQLite's INTEGER is 64
+# bits already (and only `INTEGER PRIMARY KEY` is the rowid); PostgreSQL's INTEGER is 32: BIGINT there.
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
 
 
 def finite_or_text(value: float | None) -> float | str | None:

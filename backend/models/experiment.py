@@ -4,7 +4,7 @@ from datetime import datetime
 
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import UTCDateTime, utcnow
+from backend.models.common import BigInt, UTCDateTime, utcnow
 
 
 class ExperimentBase(SQLModel):
@@ -22,7 +22,7 @@ class ExperimentUpdate(SQLModel):
 
 
 class Experiment(ExperimentBase, table=True):
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 

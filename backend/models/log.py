@@ -4,15 +4,15 @@ import math
 from typing import Annotated
 
 from pydantic import StringConstraints, field_validator
-from sqlalchemy import Column, ForeignKey, Integer, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import Int, Num
+from backend.models.common import BigInt, Int, Num
 
 
 class LogLineBase(SQLModel):
     source: str = Field(default="engine", max_length=20)  # job (Ray job output) | engine (dashboard logger)
-    seq: int = Field(ge=0)  # line number within (run, source): makes ingest idempotent
+    seq: int = Field(ge=0, sa_type=BigInt)  # line number within (run, source): makes ingest idempotent
     text: str = Field(sa_type=Text)
     time: float = 0.0
 
@@ -39,8 +39,8 @@ class LogsIngest(SQLModel):
 class LogLine(LogLineBase, table=True):
     __tablename__ = "log_line"
     __table_args__ = (UniqueConstraint("run_id", "source", "seq", name="uq_log_line_position"),)
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False,
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
+    run_id: int = Field(sa_column=Column(BigInt, ForeignKey("run.id", ondelete="CASCADE"), nullable=False,
                                          index=True))
 
 

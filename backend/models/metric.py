@@ -5,19 +5,19 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic import Field as PField
 from pydantic_core import PydanticCustomError
-from sqlalchemy import Column, Float, ForeignKey, Integer, String
+from sqlalchemy import Column, Float, ForeignKey, String
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import Int, NonFinite, Num
+from backend.models.common import BigInt, Int, NonFinite, Num
 
 
 class MetricPoint(SQLModel, table=True):
     """One value of one key at one step of one run; (run, key, step) is the key, so ingest is an upsert."""
 
     __tablename__ = "metric_point"
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    run_id: int = Field(sa_column=Column(BigInt, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     key: str = Field(sa_column=Column(String(300), primary_key=True))
-    step: int = Field(sa_column=Column(Integer, primary_key=True))
+    step: int = Field(sa_column=Column(BigInt, primary_key=True))
     value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))  # NULL = NaN
     wall_time: float = Field(sa_column=Column(Float, nullable=False))
 
@@ -30,18 +30,18 @@ class MetricBucket(SQLModel, table=True):
 
     __tablename__ = "metric_bucket"
     __table_args__ = {"sqlite_with_rowid": False}
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
-    level: int = Field(sa_column=Column(Integer, primary_key=True))  # log2 of the bucket width in steps
+    run_id: int = Field(sa_column=Column(BigInt, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    level: int = Field(sa_column=Column(BigInt, primary_key=True))  # log2 of the bucket width in steps
     key: str = Field(sa_column=Column(String(300), primary_key=True))
-    bucket: int = Field(sa_column=Column(Integer, primary_key=True))
-    n: int = Field(sa_column=Column(Integer, nullable=False))
-    min_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    bucket: int = Field(sa_column=Column(BigInt, primary_key=True))
+    n: int = Field(sa_column=Column(BigInt, nullable=False))
+    min_step: int | None = Field(default=None, sa_column=Column(BigInt, nullable=True))
     min_value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
     min_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
-    max_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    max_step: int | None = Field(default=None, sa_column=Column(BigInt, nullable=True))
     max_value: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
     max_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
-    nan_step: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    nan_step: int | None = Field(default=None, sa_column=Column(BigInt, nullable=True))
     nan_wall: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 

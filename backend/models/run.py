@@ -5,10 +5,10 @@ from enum import Enum
 from typing import Any
 
 from pydantic import field_validator, model_validator
-from sqlalchemy import Column, ForeignKey, Integer
+from sqlalchemy import Column, ForeignKey
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import JSONType, UTCDateTime, clean_json, utcnow
+from backend.models.common import BigInt, JSONType, UTCDateTime, clean_json, utcnow
 
 
 class RunStatus(str, Enum):
@@ -90,8 +90,8 @@ class RunStatusReport(SQLModel):
 
 
 class Run(RunBase, table=True):
-    id: int | None = Field(default=None, primary_key=True)
-    experiment_id: int = Field(sa_column=Column(Integer, ForeignKey("experiment.id", ondelete="CASCADE"),
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
+    experiment_id: int = Field(sa_column=Column(BigInt, ForeignKey("experiment.id", ondelete="CASCADE"),
                                                 nullable=False, index=True))
     status: RunStatus = Field(default=RunStatus.queued, index=True, max_length=20)
     source: str = Field(default="server", max_length=20)  # server (Ray job) | external (started by hand)
@@ -101,14 +101,14 @@ class Run(RunBase, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    progress_step: int | None = None
-    progress_total: int | None = None
+    progress_step: int | None = Field(default=None, sa_type=BigInt)
+    progress_total: int | None = Field(default=None, sa_type=BigInt)
     eta_seconds: float | None = None
     error: str | None = None
     log_tail: str | None = None
     submission_id: str | None = Field(default=None, index=True)
     parent_id: int | None = Field(default=None, sa_column=Column(
-        Integer, ForeignKey("run.id", ondelete="SET NULL"), nullable=True))
+        BigInt, ForeignKey("run.id", ondelete="SET NULL"), nullable=True))
     parent_relation: str | None = None  # fork | resume
     ingest_token_hash: str = Field(default="", max_length=128)
     run_dir: str = ""

@@ -3,22 +3,22 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import model_validator
-from sqlalchemy import Column, ForeignKey, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import Int, JSONType, Num, clean_json
+from backend.models.common import BigInt, Int, JSONType, Num, clean_json
 from backend.models.trajectory import Turn, TurnIn, lift_from_extras
 
 Split = Literal["train", "val"]
 
 
 class SampleBase(SQLModel):
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, sa_type=BigInt)
     split: Split = Field(default="train", sa_type=Text)
     # Position of the sample among its step's samples of that split: with (run, split, step) it makes
     # ingest idempotent. The dashboard logger numbers them.
-    sample_index: int = Field(ge=0)
-    prompt_index: int | None = None
+    sample_index: int = Field(ge=0, sa_type=BigInt)
+    prompt_index: int | None = Field(default=None, sa_type=BigInt)
     group_uid: str | None = Field(default=None, max_length=200)
     prompt: str = Field(default="", sa_type=Text)
     response: str = Field(default="", sa_type=Text)
@@ -65,11 +65,11 @@ class SamplesIngest(SQLModel):
 class Sample(SampleBase, table=True):
     __table_args__ = (UniqueConstraint("run_id", "split", "step", "sample_index", name="uq_sample_position"),
                       Index("ix_sample_run_prompt", "run_id", "prompt_index"))
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), nullable=False))
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
+    run_id: int = Field(sa_column=Column(BigInt, ForeignKey("run.id", ondelete="CASCADE"), nullable=False))
     wall_time: float = 0.0
     # derived from `turns` at ingest (backend/models/trajectory.py `summary`), for the filters
-    num_turns: int | None = None
+    num_turns: int | None = Field(default=None, sa_type=BigInt)
     tool_names: str | None = Field(default=None, sa_type=Text)
     tool_error: bool | None = None
 

@@ -1,7 +1,13 @@
 """The live feed. Every change is written as an `Event` row in the same transaction as the data it
 announces, so its id (monotonic, from the database) is what SSE clients resume from; after the commit
 `bus.notify()` wakes the streams of this process at once (a stream also polls every second, so writers
-in another process are seen too). Request sessions do that by themselves (`wake_on_commit`)."""
+in another process are seen too). Request sessions do that by themselves (`wake_on_commit`).
+
+A stream resumes after the highest id it has sent, so ids must become visible in id order. SQLite has one writer at
+a time. PostgreSQL hands out ids from a sequence when a row is inserted and commits transactions in any order: an
+id 10 committed after an id 11 that a stream has already sent would never reach it. There the events of a
+transaction are inserted when it commits, after its other writes, under a transaction-scoped advisory lock: ids
+are handed out in commit order, and the lock's holder waits for nothing but its own commit."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +15,8 @@ import time
 from typing import Any
 
 from sqlalchemy import event as orm_event
+from sqlalchemy import text
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
 
 from backend import json_codec
@@ -22,8 +30,34 @@ def run_channel(run_id: int) -> str:
 RUNS_CHANNEL = "runs"
 
 
+PENDING = "rlstudio.pending_events"
+EVENT_LOCK = 0x726C73747564696F  # pg_advisory_xact_lock's key: "rlstudio"
+
+
 def add_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:
-    session.add(Event(channel=channel, kind=kind, data=data, time=time.time()))
+    event = Event(channel=channel, kind=kind, data=data, time=time.time())
+    if session.get_bind().dialect.name == "postgresql":
+        session.info.setdefault(PENDING, []).append(event)  # inserted at commit (_insert_in_commit_order)
+        session.info["wrote_events"] = True
+    else:
+        session.add(event)
+
+
+@orm_event.listens_for(OrmSession, "before_commit")
+def _insert_in_commit_order(session: OrmSession) -> None:
+    pending = session.info.pop(PENDING, None)
+    if not pending:
+        return
+    session.flush()  # the transaction's other writes (and their row locks) before the lock
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EVENT_LOCK})
+    session.add_all(pending)
+    session.flush()
+
+
+@orm_event.listens_for(OrmSession, "after_transaction_end")
+def _drop_pending(session: OrmSession, transaction) -> None:
+    if transaction.parent is None:  # rolled back or closed without a commit: its events never happened
+        session.info.pop(PENDING, None)
 
 
 def insert_event(session: Session, channel: str, kind: str, data: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ def list_experiments(*, session: Session, name_contains: str | None, skip: int, 
                      ) -> tuple[list[ExperimentPublic], int]:
     stmt = select(Experiment)
     if name_contains:
-        stmt = stmt.where(Experiment.name.contains(name_contains))
+        stmt = stmt.where(Experiment.name.icontains(name_contains))  # any case on every database
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     rows = session.exec(stmt.order_by(Experiment.id.desc()).offset(skip).limit(limit)).all()
     return [public(session=session, experiment=e) for e in rows], count

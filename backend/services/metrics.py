@@ -7,6 +7,7 @@ import math
 import re
 import time
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 from sqlalchemy import func
@@ -76,7 +77,7 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         ranges = _step_ranges(values)
     if not values:
         return 0
-    from backend.services.upsert import write_lock
+    from backend.services.upsert import in_lock_order, write_lock
 
     live = {"points": [(r[0], r[1], finite_or_text(r[2]), r[3]) for r in values] if special else values}
     written = {key for key_list in ranges.values() for key in key_list}  # progress keys: skip the scan without them
@@ -88,7 +89,7 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         # a batch of new steps without NaN (a training step's metrics) is folded into the buckets as they are;
         # a resend, a rewrite or a NaN has them recomputed from the points
         fold = bucketed and not nan and metric_buckets.only_new_points(_executor(session), run.id, ranges)
-        conn.exec_driver_sql(_upsert_sql(session, run.id), values)
+        conn.exec_driver_sql(_upsert_sql(session, run.id), in_lock_order(session, values, key=itemgetter(0, 1)))
         if fold:
             metric_buckets.merge_new(conn.exec_driver_sql, run.id, values)
         elif bucketed:

@@ -104,11 +104,12 @@ def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, expe
     for tag in without_tags or []:  # e.g. "archived": the runs list hides those unless asked
         stmt = stmt.where(~cast(Run.tags, String).contains(json.dumps(tag)))
     if name_contains:
-        stmt = stmt.where(Run.name.contains(name_contains))
+        stmt = stmt.where(Run.name.icontains(name_contains))  # any case, as SQLite's LIKE (PostgreSQL's is not)
     if parent_id is not None:
         stmt = stmt.where(Run.parent_id == parent_id)
     column = getattr(Run, sort)
-    order = [column.desc() if descending else column.asc(), Run.id.desc()]
+    # NULLs (not started, no progress yet) sort as the smallest value, as SQLite does and PostgreSQL does not
+    order = [column.desc().nulls_last() if descending else column.asc().nulls_first(), Run.id.desc()]
     if not config:
         count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
         return list(session.exec(stmt.order_by(*order).offset(skip).limit(limit)).all()), count

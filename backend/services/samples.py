@@ -53,7 +53,7 @@ class TurnFilters:
 def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
-    from backend.services.upsert import insert_for, write_lock
+    from backend.services.upsert import in_lock_order, insert_for, write_lock
 
     now = time.time()
     rows: dict[tuple, dict] = {}
@@ -73,7 +73,7 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
                if name not in ("split", "step", "sample_index")}
     stmt = stmt.on_conflict_do_update(index_elements=["run_id", "split", "step", "sample_index"], set_=updated)
     with write_lock(session):
-        session.execute(stmt, list(rows.values()))
+        session.execute(stmt, [rows[position] for position in in_lock_order(session, list(rows))])
         by_step: dict[tuple[int, str], int] = {}
         for split, step, _ in rows:
             by_step[(step, split)] = by_step.get((step, split), 0) + 1
@@ -103,7 +103,8 @@ def _filtered(run_id: int, *, steps: list[int] | None = None, split: str | None 
         if wanted is not None:
             stmt = stmt.where(column == wanted)
     if text:
-        stmt = stmt.where(or_(Sample.prompt.contains(text), Sample.response.contains(text)))
+        # any case, as SQLite's LIKE is (PostgreSQL's LIKE is not)
+        stmt = stmt.where(or_(Sample.prompt.icontains(text), Sample.response.icontains(text)))
     if min_score is not None:
         stmt = stmt.where(Sample.score >= min_score)
     if max_score is not None:
@@ -123,7 +124,8 @@ def list_samples(*, session: Session, run_id: int, step: int | None = None, spli
                      max_score=max_score, turns=turns)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     column = getattr(Sample, order.removeprefix("-"))
-    stmt = stmt.order_by(column.desc() if order.startswith("-") else column.asc(), Sample.sample_index, Sample.id)
+    by = column.desc().nulls_last() if order.startswith("-") else column.asc().nulls_first()  # NULL: the smallest
+    stmt = stmt.order_by(by, Sample.sample_index, Sample.id)
     return list(session.exec(stmt.offset(skip).limit(limit)).all()), count
 
 

@@ -22,6 +22,15 @@ def insert_for(session: Session, model):
     return insert(model)
 
 
+def in_lock_order(session: Session, rows: list, key=None) -> list:
+    """`rows` sorted by their conflict key where concurrent writers lock rows (PostgreSQL): two batches that share
+    rows then lock them in the same order, so the second waits for the first instead of the two deadlocking (a
+    resend while the first send is still in flight). SQLite has one writer at a time: the rows as they are."""
+    if session.get_bind().dialect.name == "sqlite":
+        return rows
+    return sorted(rows, key=key)
+
+
 @contextmanager
 def write_lock(session: Session):
     if session.get_bind().dialect.name == "sqlite":

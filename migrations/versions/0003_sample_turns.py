@@ -25,8 +25,9 @@ def upgrade() -> None:
     from backend.models.trajectory import lift_from_extras, summary
 
     bind = op.get_bind()
-    found = bind.execute(sa.text("SELECT id, tokens, extras FROM sample WHERE extras LIKE '%\"turns\"%' "
-                                 "OR extras LIKE '%\"loss_mask\"%'")).all()
+    # the JSON column as its text (PostgreSQL's json type has no LIKE)
+    found = bind.execute(sa.text("SELECT id, tokens, extras FROM sample WHERE CAST(extras AS TEXT) LIKE '%\"turns\"%' "
+                                 "OR CAST(extras AS TEXT) LIKE '%\"loss_mask\"%'")).all()
     for sid, tokens, extras in found:
         data = {"tokens": json.loads(tokens) if isinstance(tokens, str) else tokens,
                 "extras": json.loads(extras) if isinstance(extras, str) else extras}

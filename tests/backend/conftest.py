@@ -38,12 +38,55 @@ def migrated_db(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """This worker's PostgreSQL server (tests/backend/postgres.py), started on first use, stopped at the session's
+    end; its `migrated` database is the template each test's database is copied from. Skips with the reason where
+    PostgreSQL or its driver is not installed."""
+    from tests.backend.postgres import PostgresServer, unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    try:
+        from backend import db
+
+        url = server.create_database()
+        db.upgrade(url)
+        server.migrated = url.rsplit("/", 1)[1]
+        yield server
+    finally:
+        server.stop()
+
+
+# The backends a database test runs on: `@pytest.mark.parametrize("database", DATABASES, indirect=True)`.
+DATABASES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+
+
 @pytest.fixture
-def settings(tmp_path, migrated_db) -> Settings:
+def database(request) -> str | None:
+    """The SQLAlchemy URL of the test's database: None (the default) for the SQLite file in the data dir; with
+    the parameter "postgresql", a fresh database on this worker's PostgreSQL server (migrated to head, or empty
+    with "postgresql-empty"), dropped after the test. `settings` and `server_factory` use it. A test that does not
+    choose gets RLSTUDIO_TEST_DATABASE (default sqlite): `=postgresql` runs those on PostgreSQL as well."""
+    kind = getattr(request, "param", os.environ.get("RLSTUDIO_TEST_DATABASE", "sqlite"))
+    if kind == "sqlite":
+        yield None
+        return
+    server = request.getfixturevalue("postgres")
+    url = server.create_database(template=None if kind == "postgresql-empty" else server.migrated)
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture
+def settings(tmp_path, request, database) -> Settings:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    shutil.copyfile(migrated_db, data_dir / "rlstudio.db")
-    return Settings(data_dir=data_dir, dispatch=False, frontend_dir=tmp_path / "no-ui")
+    if database is None:
+        shutil.copyfile(request.getfixturevalue("migrated_db"), data_dir / "rlstudio.db")
+    return Settings(data_dir=data_dir, dispatch=False, frontend_dir=tmp_path / "no-ui", database_url=database)
 
 
 @pytest.fixture
@@ -129,11 +172,14 @@ class Server:
 
 
 @pytest.fixture
-def server_factory(tmp_path, request):
+def server_factory(tmp_path, request, database):
+    """Servers on the test's database (`database`: the SQLite file of each server's data dir by default)."""
     servers: list[Server] = []
+    on_database = {} if database is None else {"RLSTUDIO_DATABASE_URL": database}
 
     def make(data_dir: Path | None = None, env: dict[str, str] | None = None, port: int | None = None) -> Server:
-        server = Server(data_dir or tmp_path / "data", env={"RLSTUDIO_DISPATCH": "false", **(env or {})}, port=port)
+        server = Server(data_dir or tmp_path / "data", env={"RLSTUDIO_DISPATCH": "false", **on_database, **(env or {})},
+                        port=port)
         servers.append(server)
         return server
 
@@ -219,3 +265,8 @@ class SSEReader:
 
     def close(self) -> None:
         self._stop.set()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "postgresql: runs on the PostgreSQL server the tests start "
+                                       "(tests/backend/postgres.py); skipped with the reason where it is not installed")

@@ -1,4 +1,5 @@
-"""The REST API on a real SQLite file (dispatch off: runs stay queued or are recorded as external)."""
+"""The REST API on a real SQLite file (dispatch off: runs stay queued or are recorded as external); the tests that
+read and write the database the most also on PostgreSQL (tests/backend/postgres.py)."""
 from __future__ import annotations
 
 import io
@@ -7,10 +8,12 @@ import math
 import re
 
 import pyarrow.parquet as pq
+import pytest
 
-from tests.backend.conftest import external_run
+from tests.backend.conftest import DATABASES, external_run
 
 API = "/api/v1"
+ON_BOTH = pytest.mark.parametrize("database", DATABASES, indirect=True)
 
 
 def auth(run):
@@ -18,6 +21,7 @@ def auth(run):
 
 
 # ---------------------------------------------------------------------------------------- experiments
+@ON_BOTH
 def test_experiments_crud(client):
     created = client.post(f"{API}/experiments", json={"name": "gsm8k", "description": "ppo"}).json()
     assert created["name"] == "gsm8k" and created["run_count"] == 0
@@ -25,6 +29,7 @@ def test_experiments_crud(client):
     bad = client.post(f"{API}/experiments", json={"name": ""})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "name"
     client.post(f"{API}/experiments", json={"name": "other"})
+    assert [e["name"] for e in client.get(f"{API}/experiments", params={"q": "GSM"}).json()["data"]] == ["gsm8k"]
     listed = client.get(f"{API}/experiments", params={"limit": 1}).json()
     assert listed["count"] == 2 and len(listed["data"]) == 1
     patched = client.patch(f"{API}/experiments/{created['id']}", json={"description": "grpo"}).json()
@@ -53,6 +58,7 @@ def test_create_run_validates_with_engine_schema(client):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "experiment_id"]
 
 
+@ON_BOTH
 def test_run_lifecycle_without_dispatch(client, settings):
     r = client.post(f"{API}/runs", json={"name": "a", "preset": "demo", "tags": ["x", "y"],
                                          "overrides": ["trainer.total_training_steps=2"]})
@@ -90,6 +96,7 @@ def test_run_lifecycle_without_dispatch(client, settings):
     assert client.get(f"{API}/runs/{fork['id']}").status_code == 404
 
 
+@ON_BOTH
 def test_run_list_filters_sort_paging(client):
     a = external_run(client, name="alpha", tags=["base"], overrides=["algorithm.adv_estimator=grpo",
                                                                        "actor_rollout_ref.rollout.n=4"])
@@ -103,6 +110,11 @@ def test_run_list_filters_sort_paging(client):
     assert client.get(f"{API}/runs", params={"tag": "kl"}).json()["count"] == 1
     assert client.get(f"{API}/runs", params={"tag": ["base"]}).json()["count"] == 2
     assert client.get(f"{API}/runs", params={"q": "amm"}).json()["count"] == 1
+    assert client.get(f"{API}/runs", params={"q": "GAMM"}).json()["count"] == 1  # any case, on every database
+    client.post(f"{API}/runs/{a['id']}/metrics", headers=auth(a),
+                json={"points": [{"key": "training/global_step", "step": 3, "value": 3}]})
+    for sort, names in (("-progress_step", ["alpha", "gamma", "beta"]), ("progress_step", ["gamma", "beta", "alpha"])):
+        assert [r["name"] for r in client.get(f"{API}/runs", params={"sort": sort}).json()["data"]] == names, sort
     grpo = client.get(f"{API}/runs", params={"config": "algorithm.adv_estimator=grpo"}).json()
     assert [r["id"] for r in grpo["data"]] == [a["id"]]
     assert client.get(f"{API}/runs", params={"config": "actor_rollout_ref.rollout.n=4"}).json()["count"] == 1
@@ -114,6 +126,7 @@ def test_run_list_filters_sort_paging(client):
     assert client.get(f"{API}/runs", params={"config": "nonsense"}).status_code == 422
 
 
+@ON_BOTH
 def test_run_list_carries_the_latest_held_out_score(client):
     from sqlmodel import Session, select
 
@@ -145,6 +158,7 @@ def test_run_list_carries_the_latest_held_out_score(client):
 
 
 # ------------------------------------------------------------------------------------------ metrics
+@ON_BOTH
 def test_metrics_ingest_is_idempotent_and_queryable(client, settings):
     run = external_run(client)
     points = [{"key": "critic/score/mean", "step": s, "value": s / 10} for s in range(100)]
@@ -182,6 +196,7 @@ def test_metrics_limit_is_413(client, settings):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "step"
 
 
+@ON_BOTH
 def test_downsampling_keeps_spikes(client):
     run = external_run(client)
     n = 5000
@@ -198,6 +213,7 @@ def test_downsampling_keeps_spikes(client):
         assert s["steps"][s["values"].index(100.0)] == 1234
 
 
+@ON_BOTH
 def test_metrics_export_csv_and_parquet(client):
     run = external_run(client)
     points = [{"key": k, "step": s, "value": s * (i + 1)} for s in range(5) for i, k in enumerate(["a", "b"])]
@@ -220,6 +236,7 @@ def sample(step, i, split="train", **kw):
             "extras": {"acc": 1, "nested": {"x": [1, 2]}}, **kw}
 
 
+@ON_BOTH
 def test_samples_ingest_and_queries(client):
     run = external_run(client)
     other = external_run(client, name="other")
@@ -238,6 +255,7 @@ def test_samples_ingest_and_queries(client):
     assert client.get(f"{API}/runs/{run['id']}/samples", params={"group_uid": "g1"}).json()["count"] == 4
     assert client.get(f"{API}/runs/{run['id']}/samples", params={"min_score": 1}).json()["count"] == 4
     assert client.get(f"{API}/runs/{run['id']}/samples", params={"q": "r2-3"}).json()["count"] == 1
+    assert client.get(f"{API}/runs/{run['id']}/samples", params={"q": "R2-3"}).json()["count"] == 1
     paged = client.get(f"{API}/runs/{run['id']}/samples", params={"limit": 2, "skip": 8}).json()
     assert paged["count"] == 9 and len(paged["data"]) == 1
     steps = client.get(f"{API}/runs/{run['id']}/samples/steps").json()
@@ -258,6 +276,7 @@ def test_samples_ingest_and_queries(client):
 
 
 # --------------------------------------------------------------------------------------- logs, status
+@ON_BOTH
 def test_logs_and_status(client):
     run = external_run(client)
     lines = [{"seq": i, "text": f"line {i}"} for i in range(30)]
@@ -368,6 +387,7 @@ def test_run_files_refuse_path_traversal(client, settings, tmp_path):
         assert "secret" not in r.text and "other run" not in r.text and "root:" not in r.text
 
 
+@ON_BOTH
 def test_feed_events_are_pruned_after_retention(client, settings):
     from sqlmodel import Session, select
 
@@ -387,6 +407,7 @@ def test_feed_events_are_pruned_after_retention(client, settings):
     assert client.get(f"{API}/runs/{run['id']}/metrics").json()["count"] == 1  # the data stays
 
 
+@ON_BOTH
 def test_metrics_columnar_series_ingest(client, settings):
     run = external_run(client)
     body = {"series": [{"key": "a", "steps": [1, 2, 3], "values": [0.1, "NaN", 0.3]},
@@ -404,6 +425,7 @@ def test_metrics_columnar_series_ingest(client, settings):
     assert client.post(f"{API}/runs/{run['id']}/metrics", json=big, headers=auth(run)).status_code == 413
 
 
+@ON_BOTH
 def test_downsampling_keeps_nan_and_matches_numpy_fallback(client):
     from sqlmodel import Session
 
@@ -439,3 +461,32 @@ def test_validate_accepts_verl_09_layout_and_stores_the_canonical_one(client):
     assert body["resolved_config"]["actor_rollout_ref"]["actor"]["grad_clip"] == 0.5
     r = client.post("/api/v1/config/validate", json={"overrides": ["actor_rollout_ref.rollout.mode=async"]})
     assert r.status_code == 422 and "actor_rollout_ref.rollout.mode" in r.text
+
+
+@ON_BOTH
+def test_64_bit_numbers_and_nul_characters_are_stored(client, database):
+    """What the API takes, every database stores: integers up to 64 bits (PostgreSQL's INTEGER is 32) and text with
+    NUL characters (which PostgreSQL's text cannot hold: U+FFFD stands in for each)."""
+    run = external_run(client)
+    big = 2**62
+    r = client.post(f"{API}/runs/{run['id']}/metrics", headers=auth(run), json={"points": [
+        {"key": "k\x00", "step": big, "value": 1.5}, {"key": "training/global_step", "step": big, "value": big}]})
+    assert r.status_code == 200, r.text
+    nul = "\x00" if database is None else "\ufffd"
+    series = client.get(f"{API}/runs/{run['id']}/metrics", params={"key": f"k{nul}"}).json()["data"]
+    assert [(s["key"], s["steps"], s["values"]) for s in series] == [(f"k{nul}", [big], [1.5])]
+    assert client.get(f"{API}/runs/{run['id']}").json()["progress_step"] == big
+    answer = {"step": big, "sample_index": big, "prompt_index": big, "prompt": "2+2=\x00?", "response": "4\x00",
+              "extras": {"raw": "a\x00b"}}
+    stored = client.post(f"{API}/runs/{run['id']}/samples", headers=auth(run), json={"samples": [answer]})
+    assert stored.status_code == 200, stored.text
+    got = client.get(f"{API}/runs/{run['id']}/samples", params={"prompt_index": big, "q": "4\x00"}).json()["data"]
+    assert [(s["step"], s["sample_index"], s["prompt"], s["response"], s["extras"]) for s in got] == [
+        (big, big, f"2+2={nul}?", f"4{nul}", {"raw": "a\x00b"})]  # JSON keeps it: escaped as \u0000
+    lines = [{"seq": big, "text": "tab\x00bed"}]
+    assert client.post(f"{API}/runs/{run['id']}/logs", headers=auth(run), json={"lines": lines}).status_code == 200
+    assert [(x["seq"], x["text"]) for x in client.get(f"{API}/runs/{run['id']}/logs").json()["data"]] == [
+        (big, f"tab{nul}bed")]
+    assert client.get(f"{API}/runs/{2**63 - 1}").status_code == 404
+    beyond = client.get(f"{API}/runs/{run['id']}/samples", params={"prompt_index": 2**64})
+    assert beyond.status_code == 422 and beyond.json()["detail"][0]["loc"] == ["query", "prompt_index"]

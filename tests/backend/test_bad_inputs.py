@@ -1,5 +1,6 @@
 """Bad inputs, all of them: each gets a 4xx whose answer names the field (a 422's `loc` or message, a 413's
-message), and each leaves the database exactly as it was. docs/reliability.md quotes len(CASES)."""
+message), and each leaves the database exactly as it was; on SQLite and on PostgreSQL. docs/reliability.md quotes
+len(CASES)."""
 from __future__ import annotations
 
 import hashlib
@@ -96,10 +97,17 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def api(tmp_path_factory, request):
+    """One API per database (SQLite, and PostgreSQL: tests/backend/postgres.py) for every case."""
     data = tmp_path_factory.mktemp("bad-inputs")
-    settings = Settings(data_dir=data, dispatch=False, frontend_dir=data / "no-ui", max_request_bytes=500_000)
+    url = None
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres")
+        url = server.create_database(template=server.migrated)
+        request.addfinalizer(lambda: server.drop_database(url))
+    settings = Settings(data_dir=data, dispatch=False, frontend_dir=data / "no-ui", max_request_bytes=500_000,
+                        database_url=url)
     with TestClient(create_app(settings)) as client:
         assert client.post(f"{API}/experiments", json={"name": "taken"}).status_code == 201
         run = client.post(f"{API}/runs", json={"name": "target", "launch": False}).json()

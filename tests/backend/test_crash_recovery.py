@@ -1,21 +1,22 @@
 """Crashes on the real stack (the server as a subprocess with its own Ray head, the real engine running the
 demo preset for a few steps): `kill -9` of the server loses nothing and leaves nothing behind; `kill -9` of
 a Ray worker fails the run with the cause and frees its resources. Runs stop at known steps through the
-trainer's hold gate (engine/trainer/hold.py), so no test races a running job."""
+trainer's hold gate (engine/trainer/hold.py), so no test races a running job. The server's kill -9 and re-attach
+also on PostgreSQL (tests/backend/postgres.py)."""
 from __future__ import annotations
 
 import json
 import math
 import os
 import signal
-import sqlite3
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
 from backend.services.ray_head import LocalRayHead, process_start_time
-from tests.backend.conftest import HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
+from tests.backend.conftest import DATABASES, HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(not (REPO / "engine" / "models" / "tiny_assets").is_dir(),
@@ -107,15 +108,21 @@ def file_logger_rows(run_dir: Path) -> tuple[dict[tuple[str, int], float | None]
     return points, samples
 
 
-def database_rows(db: Path, run_id: int) -> tuple[list[tuple], list[tuple]]:
-    with sqlite3.connect(db) as con:
-        points = con.execute('SELECT "key", step, value FROM metric_point WHERE run_id = ?', (run_id,)).fetchall()
-        samples = con.execute("SELECT split, step, prompt_index, prompt, response FROM sample WHERE run_id = ?",
-                              (run_id,)).fetchall()
-    return points, sorted(samples)
+def database_rows(url: str, run_id: int) -> tuple[list[tuple], list[tuple]]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as con:
+            points = con.execute(text('SELECT "key", step, value FROM metric_point WHERE run_id = :r'),
+                                 {"r": run_id}).all()
+            samples = con.execute(text("SELECT split, step, prompt_index, prompt, response FROM sample "
+                                       "WHERE run_id = :r"), {"r": run_id}).all()
+    finally:
+        engine.dispose()
+    return [tuple(p) for p in points], sorted(tuple(s) for s in samples)
 
 
-def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_path):
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
+def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_path, database):
     """kill -9 the server while the run is held after step 2; the run goes on to step 4 while no server
     is up (its dashboard logger spools); a new server on the same data dir re-attaches to the same Ray
     head, the run stays `running` and then succeeds, with every point and sample of its file logger in the
@@ -145,7 +152,8 @@ def test_kill9_server_mid_run_reattaches_and_loses_nothing(server_factory, tmp_p
 
     points, samples = file_logger_rows(data / "runs" / str(run["id"]) / "checkpoints")
     assert {step for _, step in points} == set(range(1, 7)) and len(samples) == 6 * 32 * 8
-    stored = wait_for(lambda: (rows := database_rows(data / "rlstudio.db", run["id"]))[0]
+    url = database or f"sqlite:///{data / 'rlstudio.db'}"
+    stored = wait_for(lambda: (rows := database_rows(url, run["id"]))[0]
                       and len(rows[0]) >= len(points) and len(rows[1]) >= len(samples) and rows, 60, 0.5,
                       "every point and sample in the database")
     stored_points, stored_samples = stored

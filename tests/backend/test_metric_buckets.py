@@ -6,10 +6,18 @@ import math
 import random
 import sqlite3
 
+import pytest
+
 from backend.services import metric_buckets
 from tests.backend.conftest import external_run
 
 API = "/api/v1"
+
+
+@pytest.fixture
+def database():
+    """The buckets are SQLite's (other databases downsample in numpy): the SQLite file, even where
+    RLSTUDIO_TEST_DATABASE puts the other tests on PostgreSQL."""
 
 
 def auth(run):

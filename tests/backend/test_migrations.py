@@ -1,51 +1,71 @@
-"""Alembic from an empty database: upgrade head, downgrade base, again; and the models match head."""
+"""Alembic from an empty database: upgrade head, downgrade base, again; and the models match head. On SQLite and on
+PostgreSQL (the server tests/backend/postgres.py starts) where it matters: the schema, and a data migration."""
 from __future__ import annotations
 
 import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, inspect, text
 from sqlmodel import SQLModel
 
 import backend.models  # noqa: F401
 from tests.backend.conftest import REPO
 
 TABLES = {"experiment", "run", "metric_point", "metric_bucket", "sample", "log_line", "artifact", "event"}
+# an empty database on each backend: `database` is None for SQLite (a new file in tmp_path), else its URL
+EMPTY = ["sqlite", pytest.param("postgresql-empty", marks=pytest.mark.postgresql)]
 
 
-def alembic(db, *args):
-    env = {"RLSTUDIO_DATABASE_URL": f"sqlite:///{db}", "PATH": ""}
+@pytest.fixture
+def url(database, tmp_path) -> str:
+    return database or f"sqlite:///{tmp_path / 'm.db'}"
+
+
+def alembic(db: Path | str, *args):
+    url = db if isinstance(db, str) else f"sqlite:///{db}"
+    env = {"RLSTUDIO_DATABASE_URL": url, "PATH": ""}
     result = subprocess.run([sys.executable, "-m", "alembic", "-c", "migrations/alembic.ini", *args], cwd=REPO,
                             env=env, check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result
 
 
-def tables(db) -> set[str]:
+def tables(db: Path | str) -> set[str]:
+    if isinstance(db, str):
+        engine = create_engine(db)
+        try:
+            return set(inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
     with sqlite3.connect(db) as conn:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def test_upgrade_downgrade_from_empty(tmp_path):
-    db = tmp_path / "m.db"
-    alembic(db, "upgrade", "head")
-    assert TABLES <= tables(db)
-    alembic(db, "downgrade", "base")
-    assert tables(db) & TABLES == set()
-    alembic(db, "upgrade", "head")
-    assert TABLES <= tables(db)
+@pytest.mark.parametrize("database", EMPTY, indirect=True)
+def test_upgrade_downgrade_from_empty(url):
+    alembic(url, "upgrade", "head")
+    assert TABLES <= tables(url)
+    alembic(url, "downgrade", "base")
+    assert tables(url) & TABLES == set()
+    alembic(url, "upgrade", "head")
+    assert TABLES <= tables(url)
 
 
-def test_models_match_migrations(tmp_path):
-    db = tmp_path / "m.db"
-    alembic(db, "upgrade", "head")
-    engine = create_engine(f"sqlite:///{db}")
-    with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+@pytest.mark.parametrize("database", EMPTY, indirect=True)
+def test_models_match_migrations(url):
+    alembic(url, "upgrade", "head")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    finally:
+        engine.dispose()
     assert diff == [], f"models and migrations differ; add a migration: {diff}"
 
 
@@ -83,43 +103,52 @@ def test_metric_buckets_backfilled_on_upgrade(tmp_path):
     assert "metric_bucket" not in tables(db)
 
 
-def test_sample_turns_lifted_from_extras_on_upgrade(tmp_path):
+def js(value):
+    """A JSON column's value: SQLite gives its text, PostgreSQL's driver the parsed value."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("database", EMPTY, indirect=True)
+def test_sample_turns_lifted_from_extras_on_upgrade(url):
     """0003 adds the turn columns and fills them from the extras, where an earlier dashboard logger put them; its
     downgrade puts them back there."""
     from tests.trajectory_samples import multi_turn_samples
 
     record = multi_turn_samples()[1]  # the call the calculator refused
-    db = tmp_path / "m.db"
-    alembic(db, "upgrade", "0002")
+    alembic(url, "upgrade", "0002")
     extras = {"turns": record["turns"], "num_turns": 4, "loss_mask": record["loss_mask"], "acc": 0}
-    with sqlite3.connect(db) as conn:
-        conn.execute("INSERT INTO experiment (id, name, created_at) VALUES (1, 'e', '2026-01-01')")
-        conn.execute("INSERT INTO run (id, name, tags, notes, experiment_id, status, source, config, resolved_config, "
-                     "created_at, ingest_token_hash, run_dir) VALUES (1, 'r', '[]', '', 1, 'succeeded', 'external', "
-                     "'{}', '{}', '2026-01-01', 'x', '/tmp')")
-        for i, ex in enumerate((extras, {"acc": 1})):
-            conn.execute("INSERT INTO sample (id, run_id, step, split, sample_index, prompt, response, tokens, extras, "
-                         "wall_time) VALUES (?, 1, 1, 'train', ?, '', '', ?, ?, 0)",
-                         (i + 1, i, json.dumps(record["tokens"]), json.dumps(ex)))
-    alembic(db, "upgrade", "head")
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT num_turns, tool_names, tool_error, extras, turns, loss_mask FROM sample "
-                            "ORDER BY id").fetchall()
-    (turns_n, names, error, extras_after, turns, mask), single = rows
-    assert (turns_n, names, error, json.loads(extras_after)) == (4, "|calculator|", 1, {"acc": 0})
-    assert json.loads(turns)[1]["error_message"] == "division by zero" and json.loads(mask) == record["loss_mask"]
-    assert single == (None, None, None, '{"acc": 1}', None, None)
+    engine = create_engine(url)
 
-    # downgrade keeps the conversations: back in the extras, from where the next upgrade lifts them again
-    alembic(db, "downgrade", "0002")
-    with sqlite3.connect(db) as conn:
-        down = [json.loads(r[0]) for r in conn.execute("SELECT extras FROM sample ORDER BY id")]
-    assert down[0] == {"acc": 0, "turns": json.loads(turns), "loss_mask": record["loss_mask"], "num_turns": 4}
-    assert down[1] == {"acc": 1}
-    alembic(db, "upgrade", "head")
-    with sqlite3.connect(db) as conn:
-        again = conn.execute("SELECT num_turns, tool_names, tool_error, extras, turns, loss_mask FROM sample "
-                             "ORDER BY id").fetchall()
-    assert [(r[:3], json.loads(r[3]), r[4] and json.loads(r[4]), r[5] and json.loads(r[5])) for r in again] == [
-        ((4, "|calculator|", 1), {"acc": 0}, json.loads(turns), record["loss_mask"]),
+    def rows(sql):
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO experiment (id, name, created_at) VALUES (1, 'e', '2026-01-01')"))
+            conn.execute(text("INSERT INTO run (id, name, tags, notes, experiment_id, status, source, config, "
+                              "resolved_config, created_at, ingest_token_hash, run_dir) VALUES (1, 'r', '[]', '', 1, "
+                              "'succeeded', 'external', '{}', '{}', '2026-01-01', 'x', '/tmp')"))
+            for i, ex in enumerate((extras, {"acc": 1})):
+                conn.execute(text("INSERT INTO sample (id, run_id, step, split, sample_index, prompt, response, "
+                                  "tokens, extras, wall_time) VALUES (:id, 1, 1, 'train', :i, '', '', :tokens, "
+                                  ":extras, 0)"),
+                             {"id": i + 1, "i": i, "tokens": json.dumps(record["tokens"]), "extras": json.dumps(ex)})
+        alembic(url, "upgrade", "head")
+        columns = "SELECT num_turns, tool_names, tool_error, extras, turns, loss_mask FROM sample ORDER BY id"
+        (turns_n, names, error, extras_after, turns, mask), single = rows(columns)
+        assert (turns_n, names, error, js(extras_after)) == (4, "|calculator|", 1, {"acc": 0})
+        assert js(turns)[1]["error_message"] == "division by zero" and js(mask) == record["loss_mask"]
+        assert single[:3] + (js(single[3]),) + single[4:] == (None, None, None, {"acc": 1}, None, None)
+
+        # downgrade keeps the conversations: back in the extras, from where the next upgrade lifts them again
+        alembic(url, "downgrade", "0002")
+        down = [js(r[0]) for r in rows("SELECT extras FROM sample ORDER BY id")]
+        assert down[0] == {"acc": 0, "turns": js(turns), "loss_mask": record["loss_mask"], "num_turns": 4}
+        assert down[1] == {"acc": 1}
+        alembic(url, "upgrade", "head")
+        again = rows(columns)
+    finally:
+        engine.dispose()
+    assert [(r[:3], js(r[3]), r[4] and js(r[4]), r[5] and js(r[5])) for r in again] == [
+        ((4, "|calculator|", 1), {"acc": 0}, js(turns), record["loss_mask"]),
         ((None, None, None), {"acc": 1}, None, None)]

@@ -1,8 +1,10 @@
 """The light sample rows (dense table, "What changed") and the step-overlap query (side by side) on a real
-SQLite file."""
+SQLite file; the rows (which SQLite reduces in SQL, other databases in Python) and the export also on PostgreSQL."""
 from __future__ import annotations
 
-from tests.backend.conftest import external_run
+import pytest
+
+from tests.backend.conftest import DATABASES, external_run
 
 
 def _auth(run):
@@ -15,6 +17,7 @@ def _sample(step, i, prompt, *, split="train", score=1.0, adv=(0.5, 1.5), respon
             "tokens": ["1", "2", "\n"], "advantages": list(adv), "old_log_probs": [-0.1, -0.2, -0.3]}
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_rows_are_light_and_carry_the_numbers(client):
     run = external_run(client)
     samples = [_sample(1, 0, 7, score=1.0, adv=(0.5, 1.5)), _sample(1, 1, 7, score=0.0, adv=(-1.0, None)),
@@ -86,6 +89,7 @@ def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
     assert [(o["run_id"], o["step"], o["shared_prompts"]) for o in across["data"]] == [(other["id"], 9, 1)]
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_rows_carry_the_rollout_actor_gap(client):
     run = external_run(client)
     sample = _sample(1, 0, 7)
@@ -95,6 +99,7 @@ def test_rows_carry_the_rollout_actor_gap(client):
     assert abs(row["rollout_diff_max"] - 0.7) < 1e-9
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_samples_export_keeps_the_filtered_set_in_every_format(client):
     import io
     import json

@@ -1,6 +1,7 @@
 """Multi-turn samples on a real SQLite file: the engine's trajectories (tests/trajectory_samples.py), converted by
 the dashboard logger, stored as conversations with their loss mask; the turn / tool / tool-error filters on the
-samples, rows and export routes; bad filter values and bad turns name the field."""
+samples, rows and export routes (the storage and the filters also on PostgreSQL); bad filter values and bad turns
+name the field."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from engine.loggers.dashboard import DashboardLogger
-from tests.backend.conftest import external_run
+from tests.backend.conftest import DATABASES, external_run
 from tests.trajectory_samples import multi_turn_samples
 
 
@@ -47,6 +48,7 @@ def test_logger_sends_turns_and_mask_as_fields():
     assert call["extras"]["response_length"] == 16  # the model's tokens only
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_trajectories_are_stored_as_conversations(client, run_with_trajectories):
     data = get(client, run_with_trajectories, step=1, order="prompt_index")["data"]
     call, failed, plain, single = data
@@ -84,6 +86,7 @@ FILTERS = [
 ]
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_turn_filters(client, run_with_trajectories):
     for params, prompts in FILTERS:
         check_filter(client, run_with_trajectories, params, prompts)
