@@ -16,17 +16,13 @@ t0 = float(sys.argv[1])
 for line in sys.stdin:
     print(f'{time.time() - t0:7.1f} {line}', end='', flush=True)" "$1"; }
 t0=$(python3 -c 'import time; print(time.time())')
-PYTHONUNBUFFERED=1 python3 -m engine.main_ppo \
-  data.train_files=/tmp/seed-data/train.parquet data.val_files=/tmp/seed-data/test.parquet \
-  data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 \
-  data.filter_overlong_prompts=True \
-  actor_rollout_ref.model.path=/tmp/seed-model actor_rollout_ref.actor.optim.lr=1e-6 \
-  actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
-  actor_rollout_ref.rollout.name=naive critic.optim.lr=1e-5 critic.model.path=/tmp/seed-model \
-  critic.ppo_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 "trainer.logger=['console','file']" \
-  trainer.val_before_train=False trainer.n_gpus_per_node=1 trainer.nnodes=1 trainer.save_freq=10 \
-  trainer.test_freq=10 trainer.total_epochs=15 trainer.total_training_steps=12 \
-  trainer.default_local_dir=/tmp/ckpt-$label "$@" 2>&1 | stamp "$t0"
+# the seed command as engine/bench/seed_run.py has it (one copy of the README's), then what a user's run adds:
+# validation and a checkpoint every 10 steps, 15 epochs capped at 12 steps, console + file logger
+mapfile -t seed < <(python3 -c "from engine.bench.seed_run import seed_overrides
+print('\\n'.join(seed_overrides('/tmp/seed-model', '/tmp/seed-data', 12)))")
+PYTHONUNBUFFERED=1 python3 -m engine.main_ppo "${seed[@]}" "trainer.logger=['console','file']" \
+  trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=15 trainer.default_local_dir=/tmp/ckpt-$label "$@" 2>&1 | stamp "$t0"
+rc=${PIPESTATUS[0]}
 # every metric of every step (phase timings, mismatch, memory): the file logger's metrics.jsonl, beside the log
 [ -n "${OUT:-}" ] && cp /tmp/ckpt-$label/metrics.jsonl "$OUT/seed-$label-metrics.jsonl" 2>/dev/null
-echo "[device_seed] $label exit ${PIPESTATUS[0]} after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
+echo "[device_seed] $label exit $rc after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from types import SimpleNamespace
 
 from engine.bench.workloads import Workload, length_histogram, model_dir
 
@@ -24,6 +25,7 @@ def run_plain_vllm(w: Workload, device: str, emit, warmup: int = 1, steps: int =
     from vllm import LLM, SamplingParams
 
     from engine.bench.decode_variants import workload_prompts
+    from engine.rollout.hf_rollout import eos_ids
 
     path = model_dir(w)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -35,12 +37,12 @@ def run_plain_vllm(w: Workload, device: str, emit, warmup: int = 1, steps: int =
               max_model_len=w.prompt_len + w.response_len, **kwargs)
     emit({"phase": "vllm_start", "timing_s": round(time.perf_counter() - t0, 2)})
     min_tokens = 0 if w.eos_rate > 0 else w.response_len
-    # without its tokenizer vLLM knows no end token: name the model's, as the rollout does
+    # without its tokenizer vLLM knows no end token: name the model's, as the rollout does (same rule)
     try:
-        eos = GenerationConfig.from_pretrained(path).eos_token_id
-    except OSError:  # no generation_config.json
-        eos = None
-    eos = [e for e in (eos if isinstance(eos, list) else [eos, tokenizer.eos_token_id]) if e is not None]
+        generation_config = GenerationConfig.from_pretrained(path)
+    except OSError:  # no generation_config.json: the tokenizer's end token
+        generation_config = SimpleNamespace(eos_token_id=None)
+    eos = eos_ids(SimpleNamespace(generation_config=generation_config), tokenizer)
     for name, logprobs in (("plain", None), ("plain+logprobs", 0)):
         params = SamplingParams(temperature=1.0, top_p=1.0, top_k=0, max_tokens=w.response_len,
                                 min_tokens=min_tokens, detokenize=False, logprobs=logprobs, stop_token_ids=eos)

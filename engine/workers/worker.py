@@ -56,6 +56,8 @@ class TrainWorker:
         self.rank, self.world, self.cfg = rank, world, cfg
         self.total_steps = total_steps
         self.device_type = device
+        self._writes: list = []  # background checkpoint writes still running (futures)
+        self._ckpt_groups: dict = {}  # role -> the gloo group of its background writer
         if device == "cpu":
             torch.set_num_threads(max(1, num_threads))
         # use_remove_padding left unset: packed on GPU (faster where rows differ in length), padded on CPU; a model
@@ -352,32 +354,25 @@ class TrainWorker:
             future = save_role(os.path.join(directory, name), module, role.optimizer, role.scheduler,
                                self.rank, self.world, self.tokenizer, background_group=group)
             if future is not None:
-                self._pending_writes.append(future)
+                self._writes.append(future)
 
     def _checkpoint_group(self, role: str):
         """A gloo group per role for its background writer: two writers (actor, critic) sharing one group would
         interleave their collectives and deadlock. Created on first use, on every rank in the same order
         (save_checkpoint is collective)."""
-        groups = self.__dict__.setdefault("_ckpt_groups", {})
-        if role not in groups:
-            groups[role] = dist.new_group(backend="gloo")
-        return groups[role]
-
-    @property
-    def _pending_writes(self) -> list:
-        if not hasattr(self, "_writes"):
-            self._writes = []
-        return self._writes
+        if role not in self._ckpt_groups:
+            self._ckpt_groups[role] = dist.new_group(backend="gloo")
+        return self._ckpt_groups[role]
 
     def checkpoint_written(self) -> bool:
         """True when no background checkpoint write of this worker is still running (does not wait)."""
-        return all(f.done() for f in self._pending_writes)
+        return all(f.done() for f in self._writes)
 
     def finish_checkpoint(self) -> float:
         """Wait for this worker's background checkpoint writes (re-raising their errors); returns the seconds
         waited. Collective when something was pending on any rank, so every rank calls it together."""
         start = time.perf_counter()
-        writes, self._writes = self._pending_writes, []
+        writes, self._writes = self._writes, []
         for future in writes:
             future.result()
         if writes:

@@ -3,16 +3,15 @@ message), and each leaves the database exactly as it was; on SQLite and on Postg
 len(CASES)."""
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import inspect, text
 
 from backend.app import create_app
 from backend.settings import Settings
+from tests.backend.stored import stored
 
 REPO = Path(__file__).resolve().parents[2]
 API = "/api/v1"
@@ -118,13 +117,6 @@ def api(tmp_path_factory, request):
         yield client, run, token
 
 
-def stored(client) -> str:
-    digest = hashlib.sha256()
-    with client.app.state.engine.connect() as conn:
-        for table in sorted(inspect(conn).get_table_names()):
-            for row in conn.execute(text(f'SELECT * FROM "{table}" ORDER BY 1')):
-                digest.update(repr(tuple(row)).encode())
-    return digest.hexdigest()
 
 
 def names(detail, field: str) -> bool:

@@ -7,7 +7,6 @@ Then the body guard's edges one by one (backend/api/json_body.py) and the limits
 The API is in-process (TestClient) on a real SQLite file."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -17,11 +16,11 @@ import sqlite3
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from sqlalchemy import inspect, text
 
 from backend.api.json_body import MAX_DEPTH, BodyError, parse, policy_of
 from backend.app import create_app
 from backend.settings import Settings
+from tests.backend.stored import stored
 
 API = "/api/v1"
 INT64 = (-(2**63), 2**63 - 1)
@@ -43,14 +42,6 @@ def api(tmp_path_factory, migrated_db):
         yield client
 
 
-def stored(client) -> str:
-    """A digest of every row of every table: equal digests = nothing stored changed."""
-    digest = hashlib.sha256()
-    with client.app.state.engine.connect() as conn:
-        for table in sorted(inspect(conn).get_table_names()):
-            for row in conn.execute(text(f'SELECT * FROM "{table}" ORDER BY 1')):
-                digest.update(repr(tuple(row)).encode())
-    return digest.hexdigest()
 
 
 class Commits:
