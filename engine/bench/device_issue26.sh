@@ -6,6 +6,8 @@
 #   vllm-bench   plain vLLM on W1 and W2 (engine.bench --plain-vllm), then W1 and W2 through rlstudio's vLLM rollout
 #   seed-vllm    the seed command with rollout.name=vllm (CUDA graphs on), 12 steps
 #   seed         the seed command as written (HF rollout, in-process worker) and with ray_init.mode=ray, 12 steps
+#   vllm-w2      the vLLM seed run; W2 static decoder vs plain vLLM (one machine)
+#   tis-seed     the vLLM seed run with token TIS; the seed command as written
 #   w1-trl       W1 at defaults vs TRL in one invocation; W2 at defaults (static decoder)
 set -uo pipefail
 export PYTHONPATH=/tmp/site:$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -50,6 +52,16 @@ for what in "$@"; do
       part w1-static 60 python3 -m engine.bench --workload w1 --decode-variants --steps 2 --variants default
       part w2-plain-vllm 100 python3 -m engine.bench --workload w2 --plain-vllm --gsm8k "$gsm" --steps 2
       part w2-static 60 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --decode-variants --steps 2 --variants default ;;
+    vllm-w2)  # 2026-12-06 second session, call 3: the vLLM seed run, then W2 static vs plain vLLM on one machine
+      part seed-vllm 300 bash engine/bench/device_seed.sh vllm actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False
+      part w2-plain-vllm 110 python3 -m engine.bench --workload w2 --plain-vllm --gsm8k "$gsm" --steps 2
+      part w2-static 150 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --decode-variants --warmup 2 --steps 2 \
+        --variants default ;;
+    tis-seed)  # call 4: the vLLM seed run with token TIS, then the seed command as written (static decoder)
+      part seed-vllm-tis 300 bash engine/bench/device_seed.sh vllm-tis actor_rollout_ref.rollout.name=vllm \
+        actor_rollout_ref.rollout.enforce_eager=False algorithm.rollout_correction.rollout_is=token
+      part seed-default 280 bash engine/bench/device_seed.sh default ;;
     w1-trl)
       part w1-vs-trl 330 python3 -m engine.bench --workload w1 --vs-trl --steps 3
       part w2-static 240 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --steps 2 ;;

@@ -25,4 +25,7 @@ PYTHONUNBUFFERED=1 python3 -m engine.main_ppo "${seed[@]}" "trainer.logger=['con
 rc=${PIPESTATUS[0]}
 # every metric of every step (phase timings, mismatch, memory): the file logger's metrics.jsonl, beside the log
 [ -n "${OUT:-}" ] && cp /tmp/ckpt-$label/metrics.jsonl "$OUT/seed-$label-metrics.jsonl" 2>/dev/null
+# a checkpoint of actor and critic (weights and Adam state) is ~12 GB: two per run filled the 64 GiB disk by the
+# fourth run (2026-12-06, h100c: "unexpected pos" from torch.save, then the machine stopped answering)
+echo "[device_seed] $label checkpoints: $(du -sh /tmp/ckpt-$label 2>/dev/null | cut -f1)"; rm -rf /tmp/ckpt-$label
 echo "[device_seed] $label exit $rc after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"

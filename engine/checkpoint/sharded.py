@@ -17,14 +17,25 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from engine.checkpoint.export import HF_FILES_DIR, save_hf_files
 
 
+def background_writer(directory: str) -> dcp.FileSystemWriter:
+    """The writer of one role's background saves, kept by the worker from one save to the next. The state is
+    staged into host memory before the save returns (on a GPU into pinned buffers that this writer keeps, so the
+    next save copies into the same memory instead of allocating it again). Its writer thread then reads host
+    memory only: `per_thread_copy_ahead=0` keeps that thread off the GPU, because a stream sync from it
+    invalidates any CUDA graph the training thread is capturing at that moment (seen on an H100: the static
+    decoder's capture and the checkpoint both failed)."""
+    return dcp.FileSystemWriter(directory, per_thread_copy_ahead=0, cache_staged_state_dict=torch.cuda.is_available())
+
+
 def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None,
-              background_group=None):
+              background_group=None, writer: dcp.FileSystemWriter | None = None):
     """`directory`/huggingface/ gets the config and tokenizer (rank 0): with them the folder alone becomes an HF
     model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`).
 
     With `background_group` (a process group of its own, so that the writer thread's collectives never interleave
     with training's) the shards are copied to host memory and written by a background thread: returns the future
-    of that write (the caller waits for it before the checkpoint counts). Otherwise writes before returning."""
+    of that write (the caller waits for it before the checkpoint counts); `writer` (see `background_writer`) is
+    reused across saves. Otherwise writes before returning."""
     os.makedirs(directory, exist_ok=True)
     if rank == 0:
         save_hf_files(module, tokenizer, os.path.join(directory, HF_FILES_DIR))
@@ -36,7 +47,7 @@ def save_role(directory: str, module, optimizer, scheduler, rank: int, world: in
         dist.barrier()
         return None
     result = dcp.async_save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory,
-                            process_group=background_group)
+                            storage_writer=writer or background_writer(directory), process_group=background_group)
     if hasattr(result, "staging_completion"):  # newer torch may stage in the background too: wait for the copy
         result.staging_completion.result()
         return result.upload_completion

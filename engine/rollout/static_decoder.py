@@ -451,7 +451,9 @@ class StaticDecoder:
                 torch.cuda.current_stream().wait_stream(stream)
                 try:
                     graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
+                    # thread_local: another thread's CUDA call (a background checkpoint write, a logger's
+                    # memory query) must not invalidate this capture; only this thread's calls are checked
+                    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                         decode_step()
                 except Exception as exc:  # noqa: BLE001 - fall back to eager steps
                     warnings.warn(f"static decode: CUDA graph capture failed ({type(exc).__name__}: {exc}); "

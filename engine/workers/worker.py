@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from engine.checkpoint.export import hf_class, write_hf_model
-from engine.checkpoint.sharded import load_role, save_role
+from engine.checkpoint.sharded import background_writer, load_role, save_role
 from engine.distributed.fsdp import DTYPES, full_state_dict, shard_model
 from engine.protocol import Batch
 from engine.rollout.hf_rollout import HFRollout, eos_ids
@@ -58,6 +58,7 @@ class TrainWorker:
         self.device_type = device
         self._writes: list = []  # background checkpoint writes still running (futures)
         self._ckpt_groups: dict = {}  # role -> the gloo group of its background writer
+        self._ckpt_writers: dict = {}  # role -> its background writer (keeps the staging buffers between saves)
         if device == "cpu":
             torch.set_num_threads(max(1, num_threads))
         # use_remove_padding left unset: packed on GPU (faster where rows differ in length), padded on CPU; a model
@@ -350,9 +351,13 @@ class TrainWorker:
         if self.critic is not None:
             roles.append(("critic", self.critic.module, self.critic, self.cfg.critic.checkpoint))
         for name, module, role, ckpt_cfg in roles:
+            path = os.path.join(directory, name)
             group = self._checkpoint_group(name) if ckpt_cfg.async_save else None
-            future = save_role(os.path.join(directory, name), module, role.optimizer, role.scheduler,
-                               self.rank, self.world, self.tokenizer, background_group=group)
+            if group is not None and name not in self._ckpt_writers:
+                self._ckpt_writers[name] = background_writer(path)
+            writer = self._ckpt_writers.get(name) if group is not None else None
+            future = save_role(path, module, role.optimizer, role.scheduler, self.rank, self.world,
+                               self.tokenizer, background_group=group, writer=writer)
             if future is not None:
                 self._writes.append(future)
 
