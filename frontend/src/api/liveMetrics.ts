@@ -27,7 +27,7 @@ const LIVE_LOG_CAP = 200_000;
 export const MAX_LIVE_STREAMS = 4;
 
 export type OnRunEvent = (runId: number, kind: string, data: unknown) => void;
-const OTHER_KINDS = ["status", "progress", "logs", "samples"];
+const OTHER_KINDS = ["status", "progress", "logs", "samples", "health"];
 
 /** `keys` (null: every key of the one run) plus, optionally, every key matching one of `keyPatterns`: the
  *  server expands the patterns, so a page of charts needs one request and no list of keys first. */
@@ -117,6 +117,7 @@ export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunI
           // history fetched before the stream opened may miss points: fetch it again once, now that we listen
           if (first) void refetch();
           first = false;
+          onEventRef.current?.(runId, kind, data); // the page's other server state may refetch likewise (health)
         } else if (kind === "metrics") {
           const points = (data as { points: LivePoint[] }).points;
           let log = liveLog.current.get(runId);

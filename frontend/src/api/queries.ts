@@ -28,10 +28,9 @@ export const qk = {
   sampleRowsOf: (runId: number) => ["sample-rows", runId] as const,
   sampleRows: (runId: number, params: object) => ["sample-rows", runId, params] as const,
   overlaps: (runId: number, params: object) => ["sample-overlaps", runId, params] as const,
-  latestSamples: (runId: number) => ["latest-samples", runId] as const,
   logs: (runId: number) => ["logs", runId] as const,
-  runsHealth: (runIds: number[]) => ["runs-health", runIds] as const,
-  newestAnswers: (runIds: number[]) => ["runs-newest-answers", runIds] as const,
+  runsColumns: (runIds: number[]) => ["runs-columns", runIds] as const,
+  health: (runId: number) => ["health", runId] as const,
 };
 
 /** A run in one of these may still change: live streams, polling, Cancel instead of Resume. */
@@ -128,14 +127,6 @@ export function useRunsById(ids: number[]) {
   });
 }
 
-/** The newest training step's answers (up to 256): the Run page's degenerate-answer alarm. */
-export function useLatestSamples(runId: number) {
-  return useQuery({
-    queryKey: qk.latestSamples(runId),
-    queryFn: () => unwrap(sdk.listSamples({ path: { run_id: runId }, query: { order: "-step", split: "train", limit: 256 } })),
-  });
-}
-
 /** The last `tail` log lines; new ones arrive over SSE. */
 export function useLogHistory(runId: number, tail = 300) {
   return useQuery({
@@ -145,22 +136,11 @@ export function useLogHistory(runId: number, tail = 300) {
   });
 }
 
-/** The Runs table's health columns: a few downsampled series of many runs in one request. */
-export function useRunsHealth(runIds: number[], keys: string[], poll: boolean) {
+/** The Runs table's score and KL columns: a few downsampled series of many runs in one request. */
+export function useRunsColumns(runIds: number[], keys: string[], poll: boolean) {
   return useQuery({
-    queryKey: qk.runsHealth(runIds),
+    queryKey: qk.runsColumns(runIds),
     queryFn: () => unwrap(sdk.queryMetrics({ query: { run_id: runIds, key: keys, max_points: 300 } })),
-    enabled: runIds.length > 0,
-    refetchInterval: poll ? 5_000 : false,
-    placeholderData: (prev) => prev,
-  });
-}
-
-/** Each run's answers at its newest step (no prompts, no token arrays): the degenerate-answer check. */
-export function useNewestAnswers(runIds: number[], poll: boolean) {
-  return useQuery({
-    queryKey: qk.newestAnswers(runIds),
-    queryFn: () => unwrap(sdk.listNewestAnswers({ query: { run_id: runIds, split: "train", limit: 64 } })),
     enabled: runIds.length > 0,
     refetchInterval: poll ? 5_000 : false,
     placeholderData: (prev) => prev,

@@ -1,7 +1,8 @@
 import type { RunStatus } from "../client/types.gen";
-import type { Alarm } from "../lib/alarms";
+import type { RunHealthSummary } from "../api/health";
 import { Link } from "react-router-dom";
 import { fmtNum } from "../lib/format";
+import { alarmLabel } from "../lib/health";
 
 export function StatusBadge({ status }: { status: RunStatus }) {
   return <span className={`badge status-${status}`} data-status={status}>{status === "running" && <span className="pulse" aria-hidden />}{status}</span>;
@@ -33,32 +34,23 @@ export function fmtDuration(seconds: number): string {
   return `${Math.floor(seconds / 3600)}h ${Math.round((seconds % 3600) / 60)}m`;
 }
 
-/** Compact alarm badges (Runs table), each linking to the step it points at. */
-export function AlarmBadges({ alarms, runId }: { alarms: Alarm[]; runId: number }) {
-  if (!alarms.length) return <span className="badge ok" title="no health alarms">healthy</span>;
+/** The Runs table's health cell, from the server's summary (`health` on each runs-list item): "healthy", or
+ *  one badge per firing alarm, each leading to the run page, whose banner has the title, numbers and samples. */
+export function HealthBadges({ health, runId }: { health: RunHealthSummary | null; runId: number }) {
+  if (!health) return <span className="muted" title="this server does not judge run health">—</span>;
+  if (!health.firing.length) {
+    return <span className="badge ok" data-health={health.status} title="no health alarm firing">healthy</span>;
+  }
+  // the summary has ids only: each badge takes the run's overall severity
+  const severity = health.status === "error" ? "error" : "warning";
   return (
-    <span className="alarm-badges">
-      {alarms.map((a) => (
-        <Link key={a.id} className={`badge alarm-${a.severity}`} title={a.detail}
-          to={a.step !== null ? `/runs/${runId}/samples?step=${a.step}` : `/runs/${runId}`}>
-          {a.title}
+    <span className="alarm-badges" data-health={health.status}>
+      {health.firing.map((id) => (
+        <Link key={id} className={`badge alarm-${severity}`} data-alarm-id={id} title={`${id}: see the run page`}
+          to={`/runs/${runId}#health`}>
+          {alarmLabel(id)}
         </Link>
       ))}
     </span>
-  );
-}
-
-/** The Run page banner. */
-export function AlarmBanner({ alarms, runId }: { alarms: Alarm[]; runId: number }) {
-  if (!alarms.length) return null;
-  return (
-    <div className="alarm-banner" role="alert">
-      {alarms.map((a) => (
-        <div key={a.id} className={`alarm alarm-${a.severity}`}>
-          <strong>{a.title}</strong> <span>{a.detail}</span>{" "}
-          {a.step !== null && <Link to={`/runs/${runId}/samples?step=${a.step}`}>samples of step {a.step} →</Link>}
-        </div>
-      ))}
-    </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import type { SamplePublic } from "../client/types.gen";
-import { degenerateReason } from "../lib/alarms";
+import { degenerateReason } from "../lib/degenerate";
 import { isTrajectory, summarize } from "../lib/conversation";
 import { fmtNum } from "../lib/format";
 import { MISMATCH_THRESHOLD, mismatchSummary } from "../lib/tokenMismatch";

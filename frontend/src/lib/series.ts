@@ -8,7 +8,7 @@ export type ApiValue = number | string | null;
 
 export interface Series {
   steps: number[];
-  values: number[]; // NaN / ±Infinity kept: alarms need them; charts draw them as gaps
+  values: number[]; // NaN / ±Infinity kept; charts draw them as gaps
   walls: number[];
 }
 

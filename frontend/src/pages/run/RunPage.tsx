@@ -2,18 +2,19 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
+import { onHealthStreamEvent, useRunHealth } from "../../api/health";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { downloads, isActive, qk, runWrites, useExperiments, useLatestSamples, useRun } from "../../api/queries";
+import { downloads, isActive, qk, runWrites, useExperiments, useRun } from "../../api/queries";
 import { DownloadMenu } from "../../components/DownloadMenu";
 import type { RunPublic } from "../../client/types.gen";
-import { AlarmBanner, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
+import { fmtDuration, Progress, StatusBadge } from "../../components/Badges";
 import { ChartControls, useChartOptions } from "../../components/ChartControls";
 import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
-import { runAlarms } from "../../lib/alarms";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { ConfigView } from "./ConfigView";
+import { HealthPanel } from "./HealthPanel";
 import { LogTail, useLogTail } from "./LogTail";
 import { RunManage } from "./RunManage";
 
@@ -35,13 +36,14 @@ function RunView({ run }: { run: RunPublic }) {
   const logs = useLogTail(run.id);
   const [actionError, setActionError] = useState<unknown>(null);
 
+  // health is the server's judgement: fetched, then replaced by the stream's `health` events
+  const health = useRunHealth(run.id);
   const store = useLiveMetrics([run.id], null, active ? [run.id] : [], 1000, (_id, kind, data) => {
+    onHealthStreamEvent(qc, run.id, kind, data);
     if (kind === "status" || kind === "progress") {
       qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
     } else if (kind === "logs") {
       logs.append(data as { lines: [number, string, number][] });
-    } else if (kind === "samples") {
-      void qc.invalidateQueries({ queryKey: qk.latestSamples(run.id) });
     }
   });
 
@@ -60,14 +62,6 @@ function RunView({ run }: { run: RunPublic }) {
     ...(resumedFrom ? [{ id: resumedFrom, name: `run ${resumedFrom} (resumed from)` }] : []),
     { id: run.id, name: run.name || `run ${run.id}` },
   ];
-
-  // the newest step's samples, for the degenerate-answer alarm
-  const latestSamples = useLatestSamples(run.id);
-  const alarms = useMemo(() => {
-    const series = Object.fromEntries(store.byRun.get(run.id) ?? []);
-    return runAlarms(series, latestSamples.data?.data ?? []);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [store.version, store.epoch, latestSamples.data, run.id]);
 
   const action = useMutation({
     mutationFn: async (kind: "cancel" | "resume") => {
@@ -116,7 +110,7 @@ function RunView({ run }: { run: RunPublic }) {
       {run.error && run.status !== "cancelled" && (
         <div className="notice error" role="alert"><strong>{run.status}:</strong> <span className="mono">{run.error}</span></div>
       )}
-      <AlarmBanner alarms={alarms} runId={run.id} />
+      {health.error ? <ErrorBox error={health.error} /> : <HealthPanel health={health.data} runId={run.id} />}
 
       <ChartControls options={options} onChange={setOptions} />
       {charted.loading ? <Loading what="Loading metrics" /> : charted.error ? <ErrorBox error={charted.error} /> :

@@ -4,20 +4,21 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { ARCHIVED_TAG, isActive, qk, useExperiments, useNewestAnswers, useRuns, useRunsHealth, type RunFilters } from "../../api/queries";
+import { healthSummary } from "../../api/health";
+import { ARCHIVED_TAG, isActive, qk, useExperiments, useRuns, useRunsColumns, type RunFilters } from "../../api/queries";
 import type { RunsPublic, RunStatus, RunSummary } from "../../client/types.gen";
-import { AlarmBadges, fmtDuration, Progress, StatusBadge } from "../../components/Badges";
+import { fmtDuration, HealthBadges, Progress, StatusBadge } from "../../components/Badges";
 import { PageTitle } from "../../components/Layout";
 import { Empty, ErrorBox, Loading } from "../../components/States";
-import { klKey, runAlarms, KL_KEYS, SKIP_KEYS, type SampleLike } from "../../lib/alarms";
 import { fmtDate, fmtNum, secondsBetween } from "../../lib/format";
 import { nextRunSort, parseRunSort, runSortParam, sortRuns, type RunSortColumn } from "../../lib/runSort";
 import { fromApi, lastFinite, type Series } from "../../lib/series";
 import { URL_CONTROL } from "../../lib/urlControl";
 
 const STATUSES: RunStatus[] = ["queued", "starting", "running", "succeeded", "failed", "cancelled", "lost"];
-const HEALTH_KEYS = ["critic/score/mean", ...KL_KEYS, "critic/values/std", "response_length/clip_ratio",
-  "actor/pg_loss", "critic/vf_loss", "actor/grad_norm", "critic/grad_norm", ...SKIP_KEYS];
+/** KL to the reference: in the reward (PPO) or as a loss (GRPO); the KL column shows the first a run has. */
+const KL_KEYS = ["actor/reward_kl_penalty", "actor/kl_loss"];
+const COLUMN_KEYS = ["critic/score/mean", ...KL_KEYS];
 
 function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | null) => void] {
   const [params, setParams] = useSearchParams();
@@ -73,25 +74,15 @@ export function RunsPage() {
   const [selected, setSelected] = useState<number[]>([]);
   const ids = useMemo(() => (runs.data?.data ?? []).map((r) => r.id).slice(0, 100), [runs.data]);
   const anyActive = (runs.data?.data ?? []).some((r) => isActive(r.status));
-  const health = useRunsHealth(ids, HEALTH_KEYS, anyActive);
+  const columns = useRunsColumns(ids, COLUMN_KEYS, anyActive);
   const seriesByRun = useMemo(() => {
     const out = new Map<number, Record<string, Series>>();
-    for (const s of health.data?.data ?? []) {
+    for (const s of columns.data?.data ?? []) {
       if (!out.has(s.run_id)) out.set(s.run_id, {});
       out.get(s.run_id)![s.key] = fromApi(s);
     }
     return out;
-  }, [health.data]);
-  // each run's answers at its newest step: the degenerate-answer check (empty or repetitive answers)
-  const answers = useNewestAnswers(ids, anyActive);
-  const answersByRun = useMemo(() => {
-    const out = new Map<number, SampleLike[]>();
-    for (const a of answers.data?.data ?? []) {
-      if (!out.has(a.run_id)) out.set(a.run_id, []);
-      out.get(a.run_id)!.push(a);
-    }
-    return out;
-  }, [answers.data]);
+  }, [columns.data]);
   const experimentName = new Map((experiments.data?.data ?? []).map((e) => [e.id, e.name]));
   const sort = parseRunSort(params.get("sort"));
   const trainScore = (id: number) => lastFinite(seriesByRun.get(id)?.["critic/score/mean"])?.value ?? null;
@@ -160,7 +151,7 @@ export function RunsPage() {
               <tbody>
                 {rows.map((run) => {
                   const series = seriesByRun.get(run.id) ?? {};
-                  const kk = klKey(Object.keys(series));
+                  const kk = KL_KEYS.find((k) => series[k]);
                   const score = trainScore(run.id);
                   const kl = kk ? lastFinite(series[kk]) : null;
                   const duration = secondsBetween(run.started_at, run.finished_at);
@@ -179,7 +170,7 @@ export function RunsPage() {
                         title={run.val_score_key ? `${run.val_score_key}${run.val_score_step !== null && run.val_score_step !== undefined ? ` at step ${run.val_score_step}` : ""}` : "no held-out score logged"}>
                         {fmtNum(run.val_score ?? null, 3)}</td>
                       <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
-                      <td><AlarmBadges alarms={runAlarms(series, answersByRun.get(run.id) ?? [])} runId={run.id} /></td>
+                      <td data-health-cell><HealthBadges health={healthSummary(run)} runId={run.id} /></td>
                       <td className="small">{fmtDate(run.created_at)}</td>
                       <td className="num small">{duration !== null ? fmtDuration(duration) : "—"}</td>
                     </tr>

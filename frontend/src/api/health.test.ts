@@ -1,0 +1,39 @@
+import { QueryClient } from "@tanstack/react-query";
+import { describe, expect, it } from "vitest";
+import { healthSummary, isRunHealth, onHealthStreamEvent, type RunHealth } from "./health";
+import { qk } from "./queries";
+
+const state = (status: RunHealth["status"], checked: number): RunHealth =>
+  ({ run_id: 7, status, checked_step: checked, alarms: [], thresholds: {} });
+
+describe("healthSummary", () => {
+  it("reads a runs-list item's summary, null where the server sends none or something else", () => {
+    expect(healthSummary({ id: 1, health: { status: "error", firing: ["kl-high"] } })).toEqual({ status: "error", firing: ["kl-high"] });
+    expect(healthSummary({ id: 1 })).toBeNull();
+    expect(healthSummary({ id: 1, health: null })).toBeNull();
+    expect(healthSummary({ id: 1, health: { status: "sick", firing: [] } })).toBeNull();
+  });
+});
+
+describe("onHealthStreamEvent", () => {
+  it("a health event replaces the cached state; another run's, or a malformed one, does not", () => {
+    const qc = new QueryClient();
+    qc.setQueryData(qk.health(7), state("ok", 3));
+    onHealthStreamEvent(qc, 7, "health", state("warning", 9));
+    expect(qc.getQueryData<RunHealth>(qk.health(7))?.status).toBe("warning");
+    onHealthStreamEvent(qc, 7, "health", { ...state("ok", 10), run_id: 8 });
+    onHealthStreamEvent(qc, 7, "health", { status: "ok" });
+    onHealthStreamEvent(qc, 7, "metrics", state("ok", 10));
+    expect(qc.getQueryData<RunHealth>(qk.health(7))?.checked_step).toBe(9);
+    expect(isRunHealth(null)).toBe(false);
+  });
+  it("the stream opening or the run's status changing marks the state stale (refetched)", () => {
+    for (const kind of ["hello", "status"]) {
+      const qc = new QueryClient();
+      qc.setQueryData(qk.health(7), state("ok", 3));
+      expect(qc.getQueryState(qk.health(7))?.isInvalidated).toBe(false);
+      onHealthStreamEvent(qc, 7, kind, {});
+      expect(qc.getQueryState(qk.health(7))?.isInvalidated).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import type { HealthAlarm, RunHealth } from "../api/health";
+import { alarmLabel, fmtValues, samplesHref, splitAlarms } from "./health";
+
+const alarm = (over: Partial<HealthAlarm>): HealthAlarm => ({
+  id: "kl-high", severity: "warning", state: "firing", title: "KL above 0.1", detail: "", key: "actor/kl_loss",
+  since_step: 5, cleared_step: null, values: {}, samples: null, ...over,
+});
+
+describe("samplesHref", () => {
+  it("opens the Samples view at the alarm's step", () => {
+    expect(samplesHref(3, { step: 12, filter: null })).toBe("/runs/3/samples?step=12");
+    expect(samplesHref(3, { step: 12, filter: "  " })).toBe("/runs/3/samples?step=12");
+  });
+  it("takes a filter of Samples-page parameters as parameters, and other text as a search", () => {
+    expect(samplesHref(3, { step: 12, filter: "max=0&source=gsm8k" })).toBe("/runs/3/samples?step=12&max=0&source=gsm8k");
+    expect(samplesHref(3, { step: 12, filter: "?step=99&min=1" })).toBe("/runs/3/samples?step=12&min=1"); // the alarm's step wins
+    expect(samplesHref(3, { step: 12, filter: "\uFFFD & co" })).toBe("/runs/3/samples?step=12&q=%EF%BF%BD+%26+co");
+  });
+});
+
+describe("fmtValues", () => {
+  it("lists the numbers in the server's order, a few digits each", () => {
+    expect(fmtValues({ "actor/kl_loss": 0.153846, threshold: 0.1 })).toBe("actor/kl_loss = 0.154, threshold = 0.1");
+    expect(fmtValues({})).toBe("");
+    expect(fmtValues(null)).toBe("");
+  });
+});
+
+describe("splitAlarms", () => {
+  it("firing errors first then warnings, newest first; cleared apart, newest clearing first", () => {
+    const health: RunHealth = {
+      run_id: 1, status: "error", checked_step: 30, thresholds: {}, alarms: [
+        alarm({ id: "a", since_step: 4 }),
+        alarm({ id: "b", since_step: 9 }),
+        alarm({ id: "c", severity: "error", since_step: 2 }),
+        alarm({ id: "d", state: "cleared", since_step: 1, cleared_step: 3 }),
+        alarm({ id: "e", state: "cleared", since_step: 5, cleared_step: 20 }),
+      ],
+    };
+    const { firing, cleared } = splitAlarms(health);
+    expect(firing.map((a) => a.id)).toEqual(["c", "b", "a"]);
+    expect(cleared.map((a) => a.id)).toEqual(["e", "d"]);
+    expect(splitAlarms(null)).toEqual({ firing: [], cleared: [] });
+  });
+});
+
+describe("alarmLabel", () => {
+  it("turns an id into words, its qualifier in brackets", () => {
+    expect(alarmLabel("kl-high")).toBe("kl high");
+    expect(alarmLabel("skipped:actor")).toBe("skipped (actor)");
+    expect(alarmLabel("nonfinite:actor/pg_loss")).toBe("nonfinite (actor/pg_loss)");
+  });
+});

@@ -1,0 +1,51 @@
+/** The run page's health: the server's judgement (api/health.ts) as a banner of firing alarms, each with its
+ *  numbers and a link to the answers that show it, and the cleared ones listed quietly under it. */
+import { Link } from "react-router-dom";
+import type { HealthAlarm, RunHealth } from "../../api/health";
+import { fmtValues, samplesHref, splitAlarms } from "../../lib/health";
+
+export function HealthPanel({ health, runId }: { health: RunHealth | null | undefined; runId: number }) {
+  // undefined: still loading; null: a server without health: nothing to say either way
+  if (!health) return null;
+  const { firing, cleared } = splitAlarms(health);
+  return (
+    <section id="health" className="health" aria-label="run health" data-health-status={health.status}
+      data-checked-step={health.checked_step ?? ""}>
+      {firing.length > 0 ? (
+        <div className="alarm-banner" role="alert">
+          {firing.map((a) => <FiringAlarm key={a.id} alarm={a} runId={runId} />)}
+        </div>
+      ) : (
+        <p className="small muted health-ok">
+          No health alarm{health.checked_step !== null ? ` (judged up to step ${health.checked_step})` : ""}.
+        </p>
+      )}
+      {cleared.length > 0 && (
+        <details className="health-cleared small muted">
+          <summary>{cleared.length} cleared alarm{cleared.length === 1 ? "" : "s"}</summary>
+          <ul>
+            {cleared.map((a) => (
+              <li key={a.id} data-alarm-id={a.id} data-state="cleared" title={a.detail}>
+                {a.title}: steps {a.since_step}–{a.cleared_step ?? "?"}
+                {Object.keys(a.values ?? {}).length > 0 && <span className="mono"> ({fmtValues(a.values)})</span>}
+                {a.samples && <> · <Link to={samplesHref(runId, a.samples)}>samples of step {a.samples.step}</Link></>}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+    </section>
+  );
+}
+
+function FiringAlarm({ alarm: a, runId }: { alarm: HealthAlarm; runId: number }) {
+  const values = fmtValues(a.values);
+  return (
+    <div className={`alarm alarm-${a.severity}`} data-alarm-id={a.id} data-state="firing" data-since-step={a.since_step}>
+      <strong>{a.title}</strong> <em className="alarm-since">since step {a.since_step}</em>{" "}
+      <span>{a.detail}</span>
+      {values && <div className="alarm-values mono small">{values}</div>}
+      {a.samples && <Link to={samplesHref(runId, a.samples)}>samples of step {a.samples.step} →</Link>}
+    </div>
+  );
+}
