@@ -1,10 +1,17 @@
 /** The run page's health: the server's judgement (api/health.ts) as a banner of firing alarms, each with its
  *  numbers and a link to the answers that show it, and the cleared ones listed quietly under it. */
-import { Link } from "react-router-dom";
+import { useEffect } from "react";
+import { Link, useLocation } from "react-router-dom";
 import type { HealthAlarm, RunHealth } from "../../api/health";
 import { fmtValues, samplesHref, splitAlarms } from "../../lib/health";
 
 export function HealthPanel({ health, runId }: { health: RunHealth | null | undefined; runId: number }) {
+  // the Runs table's badges link to #health: the router does not scroll to a hash by itself
+  const { hash } = useLocation();
+  const loaded = !!health;
+  useEffect(() => {
+    if (loaded && hash === "#health") document.getElementById("health")?.scrollIntoView({ block: "start" });
+  }, [loaded, hash]);
   // undefined: still loading; null: a server without health: nothing to say either way
   if (!health) return null;
   const { firing, cleared } = splitAlarms(health);
