@@ -12,7 +12,6 @@ import math
 import os
 import time
 import uuid
-from collections import defaultdict
 
 import torch
 
@@ -29,6 +28,7 @@ from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardMod
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
 from engine.rollout.metrics import agent_metrics
 from engine.trainer.samples import build_samples
+from engine.trainer.validation_metrics import validation_metrics
 
 
 class PPOTrainer:
@@ -165,7 +165,9 @@ class PPOTrainer:
         val_kwargs = cfg.actor_rollout_ref.rollout.val_kwargs
         n_val = val_kwargs.n
         size = cfg.data.val_batch_size or len(self.val_dataset)
-        scores_by_source: dict[str, list[float]] = defaultdict(list)
+        sources: list[str] = []
+        uids: list[str] = []
+        rewards: list[RewardResult] = []
         samples: list[dict] = []
         turns: list = []
         start = time.perf_counter()
@@ -176,13 +178,15 @@ class PPOTrainer:
             out = self.rollout.generate(prompts.repeat_interleave(n_val), validate=True)
             reward = self.val_reward_fn(out)
             out.tensors["token_level_scores"] = reward.token_level_scores
-            for src, s in zip(out["data_source"], reward.scores):
-                scores_by_source[str(src)].append(float(s))
+            sources.extend(str(src) for src in out["data_source"])
+            uids.extend(str(uid) for uid in out["uid"])
+            rewards.append(reward)
             if "turns" in out:
                 turns.extend(out["turns"])
             samples.extend(build_samples(out, self.tokenizer, self.global_step, "val", reward.response_texts,
                                          reward.extra, token_level=False))
-        metrics = {f"val-core/{src}/reward/mean@{n_val}": sum(v) / len(v) for src, v in scores_by_source.items()}
+        reward = RewardResult.concat(rewards)  # verl's statistics over each prompt's n_val answers
+        metrics = validation_metrics(sources, uids, reward.scores, reward.extra)
         metrics |= agent_metrics(Batch(meta={"turns": turns}), prefix="val-aux/") if turns else {}
         metrics["timing_s/validation"] = time.perf_counter() - start
         return metrics, samples
