@@ -12,9 +12,12 @@ describe("samplesHref", () => {
     expect(samplesHref(3, { step: 12, filter: null })).toBe("/runs/3/samples?step=12");
     expect(samplesHref(3, { step: 12, filter: "  " })).toBe("/runs/3/samples?step=12");
   });
-  it("takes a filter of Samples-page parameters as parameters, and other text as a search", () => {
-    expect(samplesHref(3, { step: 12, filter: "max=0&source=gsm8k" })).toBe("/runs/3/samples?step=12&max=0&source=gsm8k");
-    expect(samplesHref(3, { step: 12, filter: "?step=99&min=1" })).toBe("/runs/3/samples?step=12&min=1"); // the alarm's step wins
+  it("turns the samples API's filter into the page's parameters, and other text into a search", () => {
+    expect(samplesHref(3, { step: 12, filter: "uses_tool=false" })).toBe("/runs/3/samples?step=12&tool=-");
+    expect(samplesHref(3, { step: 12, filter: "uses_tool=true&tool_error=true" })).toBe("/runs/3/samples?step=12&tool=*&tool_error=1");
+    expect(samplesHref(3, { step: 12, filter: "order=-score" })).toBe("/runs/3/samples?step=12&view=table&sort=-score");
+    expect(samplesHref(3, { step: 12, filter: "max_score=0&data_source=gsm8k&q=x" })).toBe("/runs/3/samples?step=12&max=0&source=gsm8k&q=x");
+    expect(samplesHref(3, { step: 12, filter: "?step=99&min_score=1" })).toBe("/runs/3/samples?step=12&min=1"); // the alarm's step wins
     expect(samplesHref(3, { step: 12, filter: "\uFFFD & co" })).toBe("/runs/3/samples?step=12&q=%EF%BF%BD+%26+co");
   });
 });

@@ -5,16 +5,30 @@
 import type { HealthAlarm, RunHealth } from "../api/health";
 import { fmtNum } from "./format";
 
-/** The Samples view at the alarm's step, with its filter. The filter is either Samples-page URL parameters
- *  ("max=0&source=gsm8k", as the page writes them) or, without an "=", text to search the answers for. */
+/** The samples API's query names (what the server's filter speaks) as the Samples page's URL parameters. */
+const PAGE_PARAM: Record<string, (v: string) => Record<string, string>> = {
+  min_score: (v) => ({ min: v }),
+  max_score: (v) => ({ max: v }),
+  data_source: (v) => ({ source: v }),
+  prompt_index: (v) => ({ prompt: v }),
+  num_turns: (v) => ({ turns: v }),
+  uses_tool: (v) => ({ tool: v === "true" ? "*" : "-" }),
+  tool_error: (v) => ({ tool_error: v === "true" ? "1" : "0" }),
+  // the list view keeps prompt order; the table sorts
+  order: (v) => ({ view: "table", sort: v.replace(/_index$/, "") }),
+};
+
+/** The Samples view at the alarm's step, with its filter: samples-API query parameters ("uses_tool=false",
+ *  "order=-score"), turned into the page's own; a filter without "=" is text to search the answers for. */
 export function samplesHref(runId: number, samples: NonNullable<HealthAlarm["samples"]>): string {
   const params = new URLSearchParams({ step: String(samples.step) });
   const filter = samples.filter?.trim();
-  if (filter) {
-    if (filter.includes("=")) {
-      for (const [k, v] of new URLSearchParams(filter.replace(/^\?/, ""))) if (k !== "step") params.set(k, v);
-    } else params.set("q", filter);
-  }
+  if (filter && filter.includes("=")) {
+    for (const [k, v] of new URLSearchParams(filter.replace(/^\?/, ""))) {
+      if (k === "step") continue; // the alarm's step is the one to show
+      for (const [pk, pv] of Object.entries(PAGE_PARAM[k]?.(v) ?? { [k]: v })) params.set(pk, pv);
+    }
+  } else if (filter) params.set("q", filter);
   return `/runs/${runId}/samples?${params}`;
 }
 
