@@ -35,7 +35,7 @@ export function HealthPanel({ health, runId }: { health: RunHealth | null | unde
               <li key={a.id} data-alarm-id={a.id} data-state="cleared" title={a.detail}>
                 {a.title}: steps {a.since_step}–{a.cleared_step ?? "?"}
                 {Object.keys(a.values ?? {}).length > 0 && <span className="mono"> ({fmtValues(a.values)})</span>}
-                {a.samples && <> · <Link to={samplesHref(runId, a.samples)}>samples of step {a.samples.step}</Link></>}
+                {" · "}<Link to={samplesHref(runId, samplesOf(a))}>samples of step {samplesOf(a).step}</Link>
               </li>
             ))}
           </ul>
@@ -52,7 +52,12 @@ function FiringAlarm({ alarm: a, runId }: { alarm: HealthAlarm; runId: number })
       <strong>{a.title}</strong> <em className="alarm-since">since step {a.since_step}</em>{" "}
       <span>{a.detail}</span>
       {values && <div className="alarm-values mono small">{values}</div>}
-      {a.samples && <Link to={samplesHref(runId, a.samples)}>samples of step {a.samples.step} →</Link>}
+      <Link to={samplesHref(runId, samplesOf(a))}>samples of step {samplesOf(a).step} →</Link>
     </div>
   );
+}
+
+/** The answers that show it: the server's pick, else its first step's (a metric alarm without a pick). */
+function samplesOf(a: HealthAlarm): NonNullable<HealthAlarm["samples"]> {
+  return a.samples ?? { step: a.since_step, filter: null };
 }
