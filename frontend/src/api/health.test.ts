@@ -1,6 +1,6 @@
 import { QueryClient } from "@tanstack/react-query";
 import { describe, expect, it } from "vitest";
-import { healthSummary, isRunHealth, onHealthStreamEvent, summarize, type HealthAlarm, type RunHealth } from "./health";
+import { healthSummary, isRunHealth, onHealthStreamEvent, type RunHealth } from "./health";
 import { qk } from "./queries";
 
 const state = (status: RunHealth["status"], checked: number): RunHealth =>
@@ -38,11 +38,3 @@ describe("onHealthStreamEvent", () => {
   });
 });
 
-describe("summarize", () => {
-  it("is what the runs list carries: the status and the firing alarms' ids, cleared ones left out", () => {
-    const a = (id: string, st: HealthAlarm["state"]): HealthAlarm => ({ id, severity: "warning", state: st, title: id, detail: "",
-      key: null, since_step: 1, cleared_step: st === "cleared" ? 2 : null, values: {}, samples: null });
-    const h: RunHealth = { ...state("warning", 9), alarms: [a("kl-high", "firing"), a("clip-ratio", "cleared"), a("degenerate", "firing")] };
-    expect(summarize(h)).toEqual({ status: "warning", firing: ["kl-high", "degenerate"] });
-  });
-});

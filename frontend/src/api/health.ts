@@ -1,12 +1,12 @@
 /**
  * Run health, judged by the server (issue 28): `GET /api/v1/runs/{id}/health`, pushed again as the `health`
- * event on the run's SSE stream whenever it changes; the runs list carries a summary per run (`health`). The
- * browser computes no alarm: it shows this state.
+ * event on the run's SSE stream whenever it changes; the runs list carries a summary per run (`health`), which
+ * the runs feed's `health` event ({id, health}) replaces. The browser computes no alarm: it shows this state.
  *
  * Hand-typed to the contract agreed with the backend (the generated client does not have the route yet); when
  * `npm run gen:client` brings it, these types can be picked from types.gen like queries.ts does.
  */
-import { useQueries, useQuery, type QueryClient } from "@tanstack/react-query";
+import { useQuery, type QueryClient } from "@tanstack/react-query";
 import { client } from "../client/client.gen";
 import { ApiError, unwrap } from "./client";
 import { qk } from "./queries";
@@ -67,24 +67,6 @@ export async function fetchRunHealth(runId: number): Promise<RunHealth | null> {
 
 export function useRunHealth(runId: number) {
   return useQuery({ queryKey: qk.health(runId), queryFn: () => fetchRunHealth(runId) });
-}
-
-/** A full state as the runs list summarises it. */
-export function summarize(health: RunHealth): RunHealthSummary {
-  return { status: health.status, firing: health.alarms.filter((a) => a.state === "firing").map((a) => a.id) };
-}
-
-/** The Runs table's active runs, their health refreshed every few seconds: the list's summaries are as of its
- *  fetch, and a new step's judgement does not refetch the list. */
-export function useActiveRunsHealth(runIds: number[], intervalMs = 5_000): Map<number, RunHealthSummary> {
-  const results = useQueries({
-    queries: runIds.map((id) => ({ queryKey: qk.health(id), queryFn: () => fetchRunHealth(id), refetchInterval: intervalMs })),
-  });
-  const out = new Map<number, RunHealthSummary>();
-  results.forEach((r, i) => {
-    if (r.data) out.set(runIds[i], summarize(r.data));
-  });
-  return out;
 }
 
 /** The run stream's events, for the page that holds the stream (one EventSource per run, api/live.ts):

@@ -4,7 +4,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { healthSummary, useActiveRunsHealth } from "../../api/health";
+import { healthSummary } from "../../api/health";
 import { ARCHIVED_TAG, isActive, qk, useExperiments, useRuns, useRunsColumns, type RunFilters } from "../../api/queries";
 import type { RunsPublic, RunStatus, RunSummary } from "../../client/types.gen";
 import { fmtDuration, HealthBadges, Progress, StatusBadge } from "../../components/Badges";
@@ -39,7 +39,8 @@ function useFilters(): [RunFilters, URLSearchParams, (k: string, v: string | nul
   return [filters, params, set];
 }
 
-/** Live: the runs feed patches cached rows in place; unknown runs (new ones) trigger a refetch. */
+/** Live: the runs feed patches cached rows in place (status, progress, health); unknown runs (new ones)
+ *  trigger a refetch. */
 function useRunsFeed() {
   const qc = useQueryClient();
   const patch = (data: unknown) => {
@@ -59,12 +60,9 @@ function useRunsFeed() {
     if (!found) void qc.invalidateQueries({ queryKey: qk.allRuns });
   };
   return useEventSource("/api/v1/runs/events", {
-    run: (data) => {
-      patch(data);
-      // a run that ended: the list again, for its final health summary (no longer polled as an active run)
-      const status = (data as Partial<RunSummary>).status;
-      if (status && !isActive(status)) void qc.invalidateQueries({ queryKey: qk.allRuns });
-    },
+    run: patch,
+    // the server judged a step and an alarm fired or cleared: `{id, health}`, the run's new summary
+    health: patch,
     progress: patch,
     deleted: () => void qc.invalidateQueries({ queryKey: qk.allRuns }),
   });
@@ -80,8 +78,6 @@ export function RunsPage() {
   const ids = useMemo(() => (runs.data?.data ?? []).map((r) => r.id).slice(0, 100), [runs.data]);
   const anyActive = (runs.data?.data ?? []).some((r) => isActive(r.status));
   const columns = useRunsColumns(ids, COLUMN_KEYS, anyActive);
-  const activeIds = useMemo(() => (runs.data?.data ?? []).filter((r) => isActive(r.status)).map((r) => r.id).slice(0, 20), [runs.data]);
-  const liveHealth = useActiveRunsHealth(activeIds);
   const seriesByRun = useMemo(() => {
     const out = new Map<number, Record<string, Series>>();
     for (const s of columns.data?.data ?? []) {
@@ -177,7 +173,7 @@ export function RunsPage() {
                         title={run.val_score_key ? `${run.val_score_key}${run.val_score_step !== null && run.val_score_step !== undefined ? ` at step ${run.val_score_step}` : ""}` : "no held-out score logged"}>
                         {fmtNum(run.val_score ?? null, 3)}</td>
                       <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
-                      <td data-health-cell><HealthBadges health={liveHealth.get(run.id) ?? healthSummary(run)} runId={run.id} /></td>
+                      <td data-health-cell><HealthBadges health={healthSummary(run)} runId={run.id} /></td>
                       <td className="small">{fmtDate(run.created_at)}</td>
                       <td className="num small">{duration !== null ? fmtDuration(duration) : "—"}</td>
                     </tr>
