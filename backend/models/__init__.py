@@ -8,6 +8,15 @@ from backend.models.experiment import (
     ExperimentsPublic,
     ExperimentUpdate,
 )
+from backend.models.health import (
+    HealthAlarm,
+    HealthAlarmPublic,
+    HealthPrompt,
+    HealthState,
+    HealthSummary,
+    NoSignalPrompts,
+    RunHealth,
+)
 from backend.models.log import LogLine, LogLinePublic, LogLinesPublic, LogsIngest
 from backend.models.metric import (
     IngestResult,
@@ -65,6 +74,11 @@ __all__ = [
     "ExperimentPublic",
     "ExperimentUpdate",
     "ExperimentsPublic",
+    "HealthAlarm",
+    "HealthAlarmPublic",
+    "HealthPrompt",
+    "HealthState",
+    "HealthSummary",
     "IngestResult",
     "LatestMetric",
     "LatestMetrics",
@@ -81,9 +95,11 @@ __all__ = [
     "MetricSeriesList",
     "MetricsIngest",
     "Run",
+    "NoSignalPrompts",
     "RunCreate",
     "RunCreated",
     "RunFork",
+    "RunHealth",
     "RunPublic",
     "RunStatus",
     "RunStatusReport",

@@ -9,6 +9,7 @@ from sqlalchemy import Column, ForeignKey
 from sqlmodel import Field, SQLModel
 
 from backend.models.common import BigInt, JSONType, UTCDateTime, clean_json, utcnow
+from backend.models.health import HealthSummary
 
 
 class RunStatus(str, Enum):
@@ -147,6 +148,8 @@ class RunSummary(RunPublic):
     val_score_key: str | None = Field(default=None, description="the run's first `val-core/<source>/reward/mean@N` "
                                       "key (else its first `val-core/` key); null when it logged none")
     val_score_step: int | None = Field(default=None, description="the step of `val_score`")
+    health: HealthSummary | None = Field(default=None, description="the run's health (GET /runs/{id}/health): its "
+                                         "status and the ids of the alarms firing now")
 
 
 class RunsPublic(SQLModel):

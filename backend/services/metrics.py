@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 
 from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsIngest, Run
 from backend.models.common import finite_or_text
-from backend.services import metric_buckets
+from backend.services import health, metric_buckets
 from backend.services.events import RUNS_CHANNEL, insert_event, run_channel
 from backend.services.runs import announce, update_progress
 
@@ -98,6 +98,7 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
+        health.on_metrics(session, run, values)  # judged in the same transaction: cost ~ the new points
         if any(key.startswith(VAL_PREFIX) for key in written):  # a validation: the runs list's held-out score
             insert_event(session, RUNS_CHANNEL, "progress", {"id": run.id, **held_out(session=session,
                                                                                      run_ids=[run.id]).get(run.id, {})})

@@ -16,6 +16,9 @@ from backend.models import (
     TERMINAL,
     Artifact,
     Event,
+    HealthAlarm,
+    HealthPrompt,
+    HealthState,
     LogLine,
     MetricPoint,
     Run,
@@ -211,7 +214,7 @@ def log_tail(session: Session, run_id: int, lines: int = 50) -> str:
 def delete_run(session: Session, run: Run, runs_dir: Path) -> None:
     """Rows first (explicitly, not trusting FK cascades on every backend), then the run's own directory."""
     run_id = run.id
-    for model in (MetricPoint, Sample, LogLine, Artifact):
+    for model in (MetricPoint, Sample, LogLine, Artifact, HealthAlarm, HealthState, HealthPrompt):
         session.exec(delete(model).where(model.run_id == run_id))
     session.exec(delete(Event).where(Event.channel == run_channel(run_id)))
     for child in session.exec(select(Run).where(Run.parent_id == run_id)).all():

@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 
 from backend.models import Run, Sample, SampleAnswer, SampleIn, SampleRow, SampleStep, StepOverlap, StepOverlaps
 from backend.models.trajectory import summary
+from backend.services import health
 from backend.services.events import add_event, run_channel
 
 FIELDS = [name for name in SampleIn.model_fields]
@@ -77,6 +78,7 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
         by_step: dict[tuple[int, str], int] = {}
         for split, step, _ in rows:
             by_step[(step, split)] = by_step.get((step, split), 0) + 1
+        health.on_samples(session, run, samples)
         add_event(session, run_channel(run.id), "samples", {"batches": [
             {"step": step, "split": split, "count": n} for (step, split), n in sorted(by_step.items())]})
         session.commit()

@@ -3,12 +3,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from pydantic import StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from backend.api.deps import IngestSessionDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
+from backend.api.routes.run_health import stop_asked, stop_job
 from backend.models import IngestResult, LatestMetrics, MetricKeys, MetricSeriesList, MetricsIngest
 from backend.services import metrics
 
@@ -23,7 +24,7 @@ MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
                     responses={413: {"model": ErrorMessage,
                                      "description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
                                                     "(default 10,000) in one request"}})
-async def ingest_metrics(ingest: IngestSessionDep, settings: SettingsDep, body: MetricsIngest):
+async def ingest_metrics(request: Request, ingest: IngestSessionDep, settings: SettingsDep, body: MetricsIngest):
     """Batch ingest, idempotent: a point is keyed by (run, key, step) and re-sending it overwrites it.
     Send `points` ([{key, step, value, wall_time?}]) and/or the columnar `series`
     ([{key, steps, values, wall_times?}]).
@@ -33,7 +34,9 @@ async def ingest_metrics(ingest: IngestSessionDep, settings: SettingsDep, body: 
                             f"points: {body.size()} points in one request; the maximum is "
                             f"{settings.max_metric_points_per_request}. Split the batch.")
     session, run = ingest
-    return IngestResult(accepted=await run_in_threadpool(metrics.ingest, session=session, run=run, body=body))
+    accepted = await run_in_threadpool(metrics.ingest, session=session, run=run, body=body)
+    await stop_job(request, stop_asked(session))  # the run's health rule cancelled it: its Ray job goes too
+    return IngestResult(accepted=accepted)
 
 
 @router.get("/runs/{run_id}/metrics", response_model=MetricSeriesList)

@@ -27,7 +27,7 @@ from backend.models import (
     RunSummary,
     RunUpdate,
 )
-from backend.services import artifacts, experiments, run_config
+from backend.services import artifacts, experiments, health, run_config
 from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
 from backend.settings import Settings
@@ -103,7 +103,9 @@ def list_runs(
         session=session, statuses=status_, experiment_id=experiment_id, tags=tag, without_tags=not_tag, name_contains=q, config=filters,
         parent_id=parent_id, sort=field, descending=sort.startswith("-"), skip=skip, limit=limit)
     held_out = metrics_service.held_out(session=session, run_ids=[r.id for r in rows])
-    return RunsPublic(data=[RunSummary.model_validate(r, update=held_out.get(r.id, {})) for r in rows], count=count)
+    judged = health.summaries(session, [r.id for r in rows])
+    return RunsPublic(data=[RunSummary.model_validate(r, update={**held_out.get(r.id, {}), "health": judged[r.id]})
+                            for r in rows], count=count)
 
 
 @router.get("/{run_id}", response_model=RunPublic)
@@ -201,6 +203,7 @@ def report_run_status(run: IngestRunDep, session: SessionDep, body: RunStatusRep
     if mapped is None:
         raise unprocessable(["body", "status"],
                             f"status: '{body.status}' is not one of {', '.join(runs_service.ENGINE_STATUS)}.")
+    health.on_heartbeat(session, run, body.fields)  # `fields.phase`: where a stalled run is stuck
     step, total = body.fields.get("step"), body.fields.get("total_steps")
     changed = runs_service.report_status(session=session, run=run, status=mapped, error=body.error,
                                          step=step if isinstance(step, int) else None,

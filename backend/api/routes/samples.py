@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import ErrorMessage, unprocessable
+from backend.api.routes.run_health import stop_asked, stop_job
 from backend.models import (
     IngestResult,
     Sample,
@@ -51,13 +53,16 @@ TurnFiltersDep = Annotated[samples.TurnFilters, Depends(turn_filters)]
 @ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)"}})
-def ingest_samples(run: IngestRunDep, session: SessionDep, settings: SettingsDep, body: SamplesIngest):
+async def ingest_samples(request: Request, run: IngestRunDep, session: SessionDep, settings: SettingsDep,
+                         body: SamplesIngest):
     """Batch ingest, idempotent on (run, split, step, sample_index)."""
     if len(body.samples) > settings.max_samples_per_request:
         raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE,
                             f"samples: {len(body.samples)} in one request; the maximum is "
                             f"{settings.max_samples_per_request}. Split the batch.")
-    return IngestResult(accepted=samples.ingest(session=session, run=run, samples=body.samples))
+    accepted = await run_in_threadpool(samples.ingest, session=session, run=run, samples=body.samples)
+    await stop_job(request, stop_asked(session))  # the run's health rule cancelled it: its Ray job goes too
+    return IngestResult(accepted=accepted)
 
 
 @router.get("/runs/{run_id}/samples", response_model=SamplesPublic)

@@ -203,6 +203,88 @@ export type Health = {
 };
 
 /**
+ * HealthAlarmPublic
+ */
+export type HealthAlarmPublic = {
+    /**
+     * Id
+     *
+     * stable kind, e.g. kl-high; per key for nonfinite:<key>, per role for skipped:<role>
+     */
+    id: string;
+    /**
+     * Severity
+     */
+    severity: 'warning' | 'error';
+    /**
+     * State
+     */
+    state: 'firing' | 'cleared';
+    /**
+     * Title
+     */
+    title: string;
+    /**
+     * Detail
+     */
+    detail: string;
+    /**
+     * Key
+     *
+     * the metric it reads, when one
+     */
+    key?: string | null;
+    /**
+     * Since Step
+     */
+    since_step: number;
+    /**
+     * Cleared Step
+     */
+    cleared_step?: number | null;
+    /**
+     * Values
+     *
+     * the numbers that triggered it
+     */
+    values: {
+        [key: string]: number;
+    };
+    /**
+     * the answers that show it
+     */
+    samples?: HealthSamples | null;
+};
+
+/**
+ * HealthSamples
+ */
+export type HealthSamples = {
+    /**
+     * Step
+     */
+    step: number;
+    /**
+     * Filter
+     */
+    filter?: string | null;
+};
+
+/**
+ * HealthSummary
+ */
+export type HealthSummary = {
+    /**
+     * Status
+     */
+    status: 'ok' | 'warning' | 'error';
+    /**
+     * Firing
+     */
+    firing: Array<string>;
+};
+
+/**
  * IngestResult
  */
 export type IngestResult = {
@@ -450,6 +532,52 @@ export type MetricsIngest = {
 };
 
 /**
+ * NoSignalPrompt
+ */
+export type NoSignalPrompt = {
+    /**
+     * Prompt Index
+     */
+    prompt_index: number;
+    /**
+     * Groups
+     *
+     * steps at which its answers were judged as a group
+     */
+    groups: number;
+    /**
+     * Last Step
+     */
+    last_step: number;
+    /**
+     * Question
+     */
+    question: string;
+    /**
+     * Answers
+     *
+     * its answers at last_step: response (first 500 characters) and score
+     */
+    answers: Array<{
+        [key: string]: unknown;
+    }>;
+};
+
+/**
+ * NoSignalPrompts
+ */
+export type NoSignalPrompts = {
+    /**
+     * Data
+     */
+    data: Array<NoSignalPrompt>;
+    /**
+     * Count
+     */
+    count: number;
+};
+
+/**
  * Preset
  */
 export type Preset = {
@@ -657,6 +785,38 @@ export type RunFork = {
      * Launch
      */
     launch?: boolean;
+};
+
+/**
+ * RunHealth
+ */
+export type RunHealth = {
+    /**
+     * Run Id
+     */
+    run_id: number;
+    /**
+     * Status
+     *
+     * the worst severity among firing alarms; ok when none fires
+     */
+    status: 'ok' | 'warning' | 'error';
+    /**
+     * Checked Step
+     *
+     * the newest step judged
+     */
+    checked_step?: number | null;
+    /**
+     * Alarms
+     */
+    alarms: Array<HealthAlarmPublic>;
+    /**
+     * Thresholds
+     */
+    thresholds: {
+        [key: string]: number;
+    };
 };
 
 /**
@@ -887,6 +1047,10 @@ export type RunSummary = {
      * the step of `val_score`
      */
     val_score_step?: number | null;
+    /**
+     * the run's health (GET /runs/{id}/health): its status and the ids of the alarms firing now
+     */
+    health?: HealthSummary | null;
 };
 
 /**
@@ -3918,3 +4082,92 @@ export type ListRunToolsResponses = {
 };
 
 export type ListRunToolsResponse = ListRunToolsResponses[keyof ListRunToolsResponses];
+
+export type GetRunHealthData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/health';
+};
+
+export type GetRunHealthErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type GetRunHealthError = GetRunHealthErrors[keyof GetRunHealthErrors];
+
+export type GetRunHealthResponses = {
+    /**
+     * Successful Response
+     */
+    200: RunHealth;
+};
+
+export type GetRunHealthResponse = GetRunHealthResponses[keyof GetRunHealthResponses];
+
+export type ListNoSignalPromptsData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: {
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
+    url: '/api/v1/runs/{run_id}/health/no-signal';
+};
+
+export type ListNoSignalPromptsErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListNoSignalPromptsError = ListNoSignalPromptsErrors[keyof ListNoSignalPromptsErrors];
+
+export type ListNoSignalPromptsResponses = {
+    /**
+     * Successful Response
+     */
+    200: NoSignalPrompts;
+};
+
+export type ListNoSignalPromptsResponse = ListNoSignalPromptsResponses[keyof ListNoSignalPromptsResponses];

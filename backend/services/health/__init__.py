@@ -1,0 +1,21 @@
+"""Run health (issue 28): every run judged as its metrics and samples arrive, on the server.
+
+- `thresholds.py`: every threshold, documented (served with each report);
+- `metric_checks.py`, `sample_checks.py`, `stall.py`: the checks, small functions of (their state, the new
+  points or answers) -> judgements per step;
+- `tracker.py`: judgements -> fire / clear transitions (consecutive bad / good steps);
+- `store.py`: the per-run state and alarm rows, the hooks the ingest services call, the report and its events;
+- `autostop.py`: the launch-time rule (`trainer.health.stop_on`, `stop_after_steps`) that cancels a sick run.
+"""
+from backend.services.health.store import (
+    no_signal_prompts,
+    on_heartbeat,
+    on_metrics,
+    on_samples,
+    refresh_stalled,
+    report,
+    summaries,
+)
+
+__all__ = ["no_signal_prompts", "on_heartbeat", "on_metrics", "on_samples", "refresh_stalled", "report",
+           "summaries"]

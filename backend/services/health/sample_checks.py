@@ -1,0 +1,178 @@
+"""Checks over the stored answers (training split), kept as running tallies of the newest step so each batch of
+answers costs only itself: degenerate answers (ported from the UI), garbage answers, the score-length correlation
+(length hacking), and the share of GRPO groups without learning signal with the prompts that never had one."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from backend.services.health.metric_checks import mean, no_signal_observation, push
+from backend.services.health.thresholds import n, t
+from backend.services.health.tracker import Observation
+
+
+@dataclass
+class Answer:
+    step: int
+    index: int
+    response: str
+    tokens: list[str] | None
+    score: float | None
+    group: str | None  # group_uid, else the prompt index: the answers one advantage baseline compares
+    prompt_index: int | None
+    multi_turn: bool
+
+
+def degenerate_reason(response: str, tokens: list[str] | None) -> str | None:
+    """Why an answer is degenerate, or None: empty, or repetitive (frontend/src/lib/alarms.ts' rule)."""
+    if response.strip() == "":
+        return "empty"
+    words = tokens if tokens else response.split()
+    run = 1
+    for i in range(1, len(words)):
+        run = run + 1 if words[i] == words[i - 1] else 1
+        if run >= n("repeat_run"):
+            return "repetitive"
+    k = n("repeat_ngram")
+    if len(words) >= n("repeat_min_tokens"):
+        grams = Counter(tuple(words[i:i + k]) for i in range(len(words) - k + 1))
+        top = max(grams.values(), default=0)
+        if top * k / len(words) > t("repeat_coverage"):
+            return "repetitive"
+    return None
+
+
+_CONTROL = {chr(c) for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}  # not \t \n \r
+
+
+def garbage_reason(answer: Answer, cap: int | None) -> str | None:
+    """Replacement characters (bytes that did not decode), control bytes, or one token repeated up to the length cap
+    (the answer ran out of room mid-loop)."""
+    text = answer.response
+    if "\ufffd" in text:
+        return "replacement characters"
+    if any(ch in _CONTROL for ch in text):
+        return "control bytes"
+    tokens = answer.tokens
+    if cap and tokens and not answer.multi_turn and len(tokens) >= cap:
+        tail = tokens[-n("repeat_run"):]
+        if len(tail) == n("repeat_run") and len(set(tail)) == 1:
+            return "token repeated to the length cap"
+    return None
+
+
+def _new_tally(step: int) -> dict:
+    return {"step": step, "seen": [], "n": 0, "kinds": {}, "garbage": {}, "xy": [0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "groups": {}}
+
+
+def judge(st: dict, answers: list[Answer], ctx: dict) -> tuple[list[Observation], list[dict]]:
+    """Feed a batch of training answers; returns the judgements and the finished groups of a step that ended
+    ({prompt_index, signal}) for the per-prompt record."""
+    out: list[Observation] = []
+    finished: list[dict] = []
+    by_step: dict[int, list[Answer]] = {}
+    for a in answers:
+        by_step.setdefault(a.step, []).append(a)
+    for step in sorted(by_step):
+        tally = st.get("tally")
+        if tally is not None and step < tally["step"]:
+            continue  # an older step resent: its verdicts are history
+        if tally is None or step > tally["step"]:
+            if tally is not None:
+                finished += _close(st, tally)
+            tally = st["tally"] = _new_tally(step)
+        seen = set(tally["seen"])
+        for a in by_step[step]:
+            if a.index in seen:
+                continue  # a resend of an answer already counted
+            seen.add(a.index)
+            _count(tally, a, ctx)
+        tally["seen"] = sorted(seen)
+        out += _observe(st, tally, ctx)
+    return out, finished
+
+
+def _count(tally: dict, a: Answer, ctx: dict) -> None:
+    tally["n"] += 1
+    reason = degenerate_reason(a.response, a.tokens)
+    if reason:
+        tally["kinds"][reason] = tally["kinds"].get(reason, 0) + 1
+    junk = garbage_reason(a, ctx.get("cap"))
+    if junk:
+        tally["garbage"][junk] = tally["garbage"].get(junk, 0) + 1
+    if a.score is not None and math.isfinite(a.score):
+        length = len(a.tokens) if a.tokens else len(a.response)
+        xy = tally["xy"]  # running sums for Pearson's r: n, x, y, xx, yy, xy
+        xy[0] += 1
+        xy[1] += length
+        xy[2] += a.score
+        xy[3] += length * length
+        xy[4] += a.score * a.score
+        xy[5] += length * a.score
+        if a.group is not None:
+            g = tally["groups"].setdefault(a.group, [a.score, False, 0, a.prompt_index])
+            g[1] = g[1] or a.score != g[0]
+            g[2] += 1
+
+
+def _pearson(xy: list[float]) -> float | None:
+    k, sx, sy, sxx, syy, sxy = xy
+    if k < 2:
+        return None
+    vx, vy = sxx - sx * sx / k, syy - sy * sy / k
+    if vx <= 1e-12 or vy <= 1e-12:
+        return None
+    return (sxy - sx * sy / k) / math.sqrt(vx * vy)
+
+
+def _no_signal_share(tally: dict) -> float | None:
+    groups = [g for g in tally["groups"].values() if g[2] >= 2]
+    return sum(not g[1] for g in groups) / len(groups) if groups else None
+
+
+def _close(st: dict, tally: dict) -> list[dict]:
+    """A step ended (a newer one began): its correlation and no-signal share join the trends."""
+    r = _pearson(tally["xy"])
+    if r is not None and tally["xy"][0] >= n("length_corr_min_samples"):
+        push(st.setdefault("corr", []), r, n("length_corr_window"))
+    share = _no_signal_share(tally)
+    if share is not None:
+        push(st.setdefault("no_signal", []), share, n("no_signal_window"))
+    return [{"prompt_index": g[3], "signal": g[1], "step": tally["step"]} for g in tally["groups"].values()
+            if g[2] >= 2 and g[3] is not None]
+
+
+def _observe(st: dict, tally: dict, ctx: dict) -> list[Observation]:
+    step, total, out = tally["step"], tally["n"], []
+    bad = sum(tally["kinds"].values())
+    parts = ", ".join(f"{v} {k}" for k, v in sorted(tally["kinds"].items()))
+    out.append(Observation(
+        "degenerate", step, total > 0 and bad / total >= t("degenerate_share"), "warning", title="Degenerate answers",
+        detail=f"{bad} of {total} answers at step {step} are degenerate ({parts or 'none'}).",
+        values={"degenerate": bad, "answers": total, "share": bad / total if total else 0.0},
+        samples={"step": step, "filter": None}))
+    junk = sum(tally["garbage"].values())
+    parts = ", ".join(f"{v} {k}" for k, v in sorted(tally["garbage"].items()))
+    out.append(Observation(
+        "garbage", step, total > 0 and junk / total >= t("garbage_share"), "error", title="Garbage answers",
+        detail=f"{junk} of {total} answers at step {step} are garbage ({parts or 'none'}): broken decoding, a "
+               "tokenizer mismatch or weights gone bad.",
+        values={"garbage": junk, "answers": total, "share": junk / total if total else 0.0},
+        samples={"step": step, "filter": None}))
+    r = _pearson(tally["xy"])
+    if r is not None and tally["xy"][0] >= n("length_corr_min_samples"):
+        window = [*st.get("corr", [])[-(n("length_corr_window") - 1):], r]
+        trend = mean(window)
+        out.append(Observation(
+            "length-hacking", step, len(window) >= n("length_corr_window") and trend > t("length_corr_max"), "warning",
+            title="Reward follows answer length",
+            detail=f"Within a step, score and answer length correlate at r = {r:.2f} (mean {trend:.2f} over the last "
+                   f"{len(window)} steps): longer answers are paid more; check the reward for length hacking.",
+            values={"correlation": r, "trend": trend}, samples={"step": step, "filter": "order=-score"}))
+    share = _no_signal_share(tally)
+    if share is not None and not ctx.get("no_signal_from_metric"):
+        window = [*st.get("no_signal", [])[-(n("no_signal_window") - 1):], share]
+        out.append(no_signal_observation(step, mean(window), share, None))
+    return out
