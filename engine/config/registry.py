@@ -188,6 +188,8 @@ READ_BY: dict[str, str] = {
     # verl 0.9's trainer switches: the synchronous trainer is what runs; resolve.py refuses the async modes
     "trainer.use_v1": "engine/config/resolve.py",
     "trainer.v1.trainer_mode": "engine/config/resolve.py",
+    # the auto-stop rule: the server judges run health and cancels the run (issue 28)
+    "trainer.health.*": "backend/services/health/autostop.py",
 }
 
 _CONTENTS = ["model", "optimizer", "extra"]

@@ -428,6 +428,23 @@ class TrainerV1Config(Section):
                             "yet and are refused.")
 
 
+# The alarms the server judges every run by (backend/services/health/; `skipped` and `nonfinite` cover their per-role
+# and per-key alarms). Listed here so the form, the API and the command line share one schema.
+HealthAlarmKind = Literal["skipped", "nonfinite", "kl-high", "kl-low", "values-flat", "clip-ratio", "score-collapse",
+                          "degenerate", "entropy-collapse", "length-hacking", "length-rising",
+                          "train-heldout-divergence", "garbage", "no-signal", "step1-kl", "step1-clip",
+                          "rollout-mismatch", "stalled", "tool-collapse"]
+
+
+class TrainerHealthConfig(Section):
+    stop_on: list[HealthAlarmKind] = Field(
+        default_factory=list, description="rlstudio's server cancels the run when one of these health alarms has "
+                                          "fired for stop_after_steps steps, with the alarm as the reason (e.g. "
+                                          "[kl-high,nonfinite]); empty: never (the default).")
+    stop_after_steps: int = Field(1, ge=1, description="Steps an alarm of stop_on must have fired for (counted from "
+                                                       "the first step of its condition) before the run is cancelled.")
+
+
 class TrainerConfig(Extensible):
     balance_batch: bool = True
     total_epochs: int = Field(30, ge=1, json_schema_extra=ESSENTIAL)
@@ -471,6 +488,8 @@ class TrainerConfig(Extensible):
     use_v1: bool = Field(True, description="verl 0.9's choice of trainer: True (its v1 trainer, run as "
                                            "trainer.v1.trainer_mode says) or False (its legacy trainer, synchronous).")
     v1: TrainerV1Config = Field(default_factory=TrainerV1Config)
+    health: TrainerHealthConfig = Field(default_factory=TrainerHealthConfig,
+                                        description="Auto-stop on a health alarm (read by rlstudio's server).")
 
 
 class RayInitConfig(Section):
