@@ -1,8 +1,11 @@
-"""Health alarms on the Runs table and the Run page (incl. degenerate answers in the newest samples), and the
-API-token settings against a server that requires a token."""
+"""Run health as the server judges it, seen on the Runs table and the Run page (a KL blow-up sent while the page
+is open, degenerate answers in the newest samples: planted through the ingest API as a logger would send them),
+and the API-token settings against a server that requires a token. The browser computes no alarm: every title,
+step and number checked on screen is read back from GET /runs/{id}/health."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -13,12 +16,91 @@ from tests.ui.seed import step_metrics, step_samples
 TOKEN = "ui-test-token-1234"
 
 
+def correct_start(points: list[dict]) -> list[dict]:
+    """A correct setup's first step: the reference is the initial actor, so KL to it is 0 (the server checks)."""
+    for p in points:
+        if p["step"] == 1 and p["key"] == "actor/reward_kl_penalty":
+            p["value"] = 0.0
+    return points
+
+
+def health(server, run) -> dict:
+    return server.api.get(f"/api/v1/runs/{run['id']}/health")
+
+
+def alarm_of(state: dict, alarm_id: str) -> dict:
+    return next(a for a in state["alarms"] if a["id"] == alarm_id)
+
+
+def samples_link(run: dict, samples: dict) -> re.Pattern:
+    """The banner's link: the Samples view at the alarm's step (its filter, turned into the page's parameters
+    by lib/health.ts samplesHref, is that unit's business)."""
+    return re.compile(rf"^/runs/{run['id']}/samples\?step={samples['step']}(&|$)")
+
+
+def test_kl_blow_up_banner_and_runs_badge_from_the_server(page, server):
+    rng = random.Random(11)
+    run = server.api.external_run("kl-blow-up", tags=["health-kl"])
+    server.api.status(run, "running")
+    server.api.metrics(run, correct_start([p for s in range(1, 11) for p in step_metrics(s, 30, rng)]))
+    page.goto(f"{server.url}/runs/{run['id']}")
+    panel = page.locator("#health")
+    expect(panel).to_have_attribute("data-checked-step", "10")  # the server judged the planted steps
+    kl_alarm = panel.locator('.alarm[data-alarm-id="kl-high"]')
+    expect(kl_alarm).to_have_count(0)
+
+    # steps 11-16 with KL about 10x the band's top, sent while the page is open: the banner follows the stream
+    server.api.metrics(run, [p for s in range(11, 17) for p in step_metrics(s, 30, rng, kl_scale=1.0)])
+    expect(kl_alarm).to_have_attribute("data-since-step", "11")
+    expect(panel).to_have_attribute("data-checked-step", "16")
+    kl = alarm_of(health(server, run), "kl-high")
+    assert kl["state"] == "firing" and kl["since_step"] == 11, kl
+    expect(kl_alarm).to_contain_text(kl["title"])
+    expect(kl_alarm).to_contain_text("since step 11")
+    expect(kl_alarm).to_contain_text(kl["detail"])
+    for name in kl["values"]:  # the numbers that triggered it
+        expect(kl_alarm.locator(".alarm-values")).to_contain_text(name)
+    # the answers that show it: the server's pick, else those of the step it began
+    expect(kl_alarm.get_by_role("link")).to_have_attribute(
+        "href", samples_link(run, kl["samples"] or {"step": kl["since_step"]}))
+    shot(page, "run-health-kl-high")
+
+    # the Runs table's badge is the runs list's summary of the same state
+    page.goto(server.url + "/?tag=health-kl")
+    row = page.locator(f'tr[data-run-id="{run["id"]}"]')
+    badge = row.locator('[data-alarm-id="kl-high"]')
+    expect(badge).to_have_text("kl high")
+    listed = next(r for r in server.api.get("/api/v1/runs?tag=health-kl")["data"] if r["id"] == run["id"])
+    assert "kl-high" in listed["health"]["firing"], listed["health"]
+    shot(page, "runs-table-health-kl-high")
+    badge.click()  # to the run page's health panel
+    expect(page).to_have_url(f"{server.url}/runs/{run['id']}#health")
+    expect(kl_alarm).to_be_visible()
+
+    # KL back in the band: the server clears the alarm; the page lists it quietly with the steps it lasted
+    server.api.metrics(run, [p for s in range(17, 27) for p in step_metrics(s, 30, rng)])
+    cleared = panel.locator('.health-cleared [data-alarm-id="kl-high"]')
+    expect(cleared).to_have_attribute("data-state", "cleared")
+    expect(kl_alarm).to_have_count(0)
+    kl = alarm_of(health(server, run), "kl-high")
+    assert kl["state"] == "cleared", kl
+    expect(cleared).to_contain_text(f"steps 11–{kl['cleared_step']}")
+    panel.locator(".health-cleared summary").click()
+    shot(page, "run-health-kl-cleared")
+    # and the Runs table follows (an active run's health is refreshed there)
+    page.goto(server.url + "/?tag=health-kl")
+    expect(row.locator("[data-health-cell]")).to_be_visible()
+    expect(badge).to_have_count(0)
+    server.api.status(run, "succeeded")
+    assert not page.errors
+
+
 def test_degenerate_answers_badge_and_banner(page, server):
     rng = random.Random(7)
     healthy = server.api.external_run("answers-fine", tags=["health"])
     broken = server.api.external_run("answers-degenerate", tags=["health"])
     for run in (healthy, broken):
-        server.api.metrics(run, [p for s in (1, 2, 3) for p in step_metrics(s, 10, rng)])
+        server.api.metrics(run, correct_start([p for s in (1, 2, 3, 4) for p in step_metrics(s, 10, rng)]))
         server.api.samples(run, step_samples(2, rng) + step_samples(3, rng))
     # at its newest step, half the answers of the second run are empty or one token over and over
     bad = step_samples(4, rng)
@@ -32,23 +114,26 @@ def test_degenerate_answers_badge_and_banner(page, server):
 
     page.goto(server.url + "/?tag=health")
     row = page.locator(f'tr[data-run-id="{broken["id"]}"]')
-    badge = row.get_by_role("link", name="Degenerate answers")
+    badge = row.locator('[data-alarm-id="degenerate"]')
     expect(badge).to_be_visible()  # the table fills in after its queries
-    title = badge.get_attribute("title")
-    assert "8 of 16 answers at step 4" in title and "4 empty" in title and "4 repetitive" in title
-    expect(page.locator(f'tr[data-run-id="{healthy["id"]}"]')).to_contain_text("healthy")
+    expect(page.locator(f'tr[data-run-id="{healthy["id"]}"] [data-health-cell]')).to_have_text("healthy")
     shot(page, "runs-table-degenerate")
-    badge.click()  # the badge leads to the samples of that step
-    expect(page).to_have_url(f"{server.url}/runs/{broken['id']}/samples?step=4")
-    # the Run page says it too, in its banner, with the same link
-    page.goto(f"{server.url}/runs/{broken['id']}")
-    banner = page.locator(".alarm-banner")
-    expect(banner).to_contain_text("Degenerate answers")
-    expect(banner.get_by_role("link", name="samples of step 4 →")).to_have_attribute(
-        "href", f"/runs/{broken['id']}/samples?step=4")
+    badge.click()  # the badge leads to the run page, whose banner says what and where
+    expect(page).to_have_url(f"{server.url}/runs/{broken['id']}#health")
+    state = alarm_of(health(server, broken), "degenerate")
+    assert state["state"] == "firing" and state["samples"]["step"] == 4, state
+    alarm = page.locator('.alarm[data-alarm-id="degenerate"]')
+    expect(alarm).to_contain_text(state["title"])
+    expect(alarm).to_contain_text(state["detail"])
+    link = alarm.get_by_role("link", name="samples of step 4 →")
+    expect(link).to_have_attribute("href", samples_link(broken, state["samples"]))
+    link.click()
+    expect(page).to_have_url(re.compile(rf"/runs/{broken['id']}/samples\?step=4"))
+    expect(page.locator(".sample-card").first).to_be_visible()  # the answers that show it
     page.goto(f"{server.url}/runs/{healthy['id']}")
     expect(page.locator('[data-chart="score"]')).to_be_visible()
-    expect(page.locator(".alarm-banner")).to_have_count(0)
+    expect(page.locator("#health")).to_have_attribute("data-health-status", "ok")
+    expect(page.locator("#health .alarm")).to_have_count(0)
     assert not page.errors
 
 

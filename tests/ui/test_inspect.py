@@ -193,9 +193,14 @@ def test_kl_chart_is_to_the_reference_and_skipped_updates_alarm(page, server):
     expect(kl).to_contain_text("This run has no KL to the reference")
     expect(kl).to_have_attribute("data-points", "0")
     expect(page.locator('[data-chart="update"]')).to_be_visible()  # ppo_kl has its own chart
-    alarm = page.locator(".alarm", has_text="update skipped")
+    # the skipped update is the server's alarm (GET /runs/{id}/health), shown as the server words it
+    alarm = page.locator('.alarm[data-alarm-id="skipped:actor"]')
+    expect(alarm).to_have_attribute("data-since-step", "3")
+    skipped = next(a for a in server.api.get(f"/api/v1/runs/{no_kl['id']}/health")["alarms"] if a["id"] == "skipped:actor")
+    assert skipped["state"] == "firing" and skipped["severity"] == "error", skipped
     expect(alarm).to_contain_text("Actor update skipped at 1 step")
-    expect(alarm).to_contain_text("actor/grad_norm_nonfinite = 1 at step 3")
+    expect(alarm).to_contain_text(skipped["detail"])
+    expect(alarm).to_contain_text("actor/grad_norm_nonfinite = 1 at step")
     expect(alarm.get_by_role("link")).to_have_attribute("href", f"/runs/{no_kl['id']}/samples?step=3")
     shot(page, "run-no-kl-skipped")
     with_kl = server.api.external_run("with-kl", tags=["ui"])
