@@ -1,19 +1,10 @@
 import { QueryClient } from "@tanstack/react-query";
 import { describe, expect, it } from "vitest";
-import { healthSummary, isRunHealth, onHealthStreamEvent, type RunHealth } from "./health";
+import { isRunHealth, onHealthStreamEvent, type RunHealth } from "./health";
 import { qk } from "./queries";
 
 const state = (status: RunHealth["status"], checked: number): RunHealth =>
   ({ run_id: 7, status, checked_step: checked, alarms: [], thresholds: {} });
-
-describe("healthSummary", () => {
-  it("reads a runs-list item's summary, null where the server sends none or something else", () => {
-    expect(healthSummary({ id: 1, health: { status: "error", firing: ["kl-high"] } })).toEqual({ status: "error", firing: ["kl-high"] });
-    expect(healthSummary({ id: 1 })).toBeNull();
-    expect(healthSummary({ id: 1, health: null })).toBeNull();
-    expect(healthSummary({ id: 1, health: { status: "sick", firing: [] } })).toBeNull();
-  });
-});
 
 describe("onHealthStreamEvent", () => {
   it("a health event replaces the cached state; another run's, or a malformed one, does not", () => {

@@ -37,7 +37,7 @@ export function fmtDuration(seconds: number): string {
 /** The Runs table's health cell, from the server's summary (`health` on each runs-list item): "healthy", or
  *  one badge per firing alarm, each leading to the run page, whose banner has the title, numbers and samples. */
 export function HealthBadges({ health, runId }: { health: RunHealthSummary | null; runId: number }) {
-  if (!health) return <span className="muted" title="this server does not judge run health">—</span>;
+  if (!health) return <span className="muted" title="no health summary for this run">—</span>;
   if (!health.firing.length) {
     return <span className="badge ok" data-health={health.status} title="no health alarm firing">healthy</span>;
   }

@@ -5,15 +5,14 @@ import { Link, useLocation } from "react-router-dom";
 import type { HealthAlarm, RunHealth } from "../../api/health";
 import { fmtValues, samplesHref, splitAlarms } from "../../lib/health";
 
-export function HealthPanel({ health, runId }: { health: RunHealth | null | undefined; runId: number }) {
+export function HealthPanel({ health, runId }: { health: RunHealth | undefined; runId: number }) {
   // the Runs table's badges link to #health: the router does not scroll to a hash by itself
   const { hash } = useLocation();
   const loaded = !!health;
   useEffect(() => {
     if (loaded && hash === "#health") document.getElementById("health")?.scrollIntoView({ block: "start" });
   }, [loaded, hash]);
-  // undefined: still loading; null: a server without health: nothing to say either way
-  if (!health) return null;
+  if (!health) return null; // still loading
   const { firing, cleared } = splitAlarms(health);
   return (
     <section id="health" className="health" aria-label="run health" data-health-status={health.status}
@@ -24,7 +23,7 @@ export function HealthPanel({ health, runId }: { health: RunHealth | null | unde
         </div>
       ) : (
         <p className="small muted health-ok">
-          No health alarm{health.checked_step !== null ? ` (judged up to step ${health.checked_step})` : ""}.
+          No health alarm{health.checked_step != null ? ` (judged up to step ${health.checked_step})` : ""}.
         </p>
       )}
       {cleared.length > 0 && (

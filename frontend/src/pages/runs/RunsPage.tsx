@@ -4,7 +4,6 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
-import { healthSummary } from "../../api/health";
 import { ARCHIVED_TAG, isActive, qk, useExperiments, useRuns, useRunsColumns, type RunFilters } from "../../api/queries";
 import type { RunsPublic, RunStatus, RunSummary } from "../../client/types.gen";
 import { fmtDuration, HealthBadges, Progress, StatusBadge } from "../../components/Badges";
@@ -173,7 +172,7 @@ export function RunsPage() {
                         title={run.val_score_key ? `${run.val_score_key}${run.val_score_step !== null && run.val_score_step !== undefined ? ` at step ${run.val_score_step}` : ""}` : "no held-out score logged"}>
                         {fmtNum(run.val_score ?? null, 3)}</td>
                       <td className="num">{fmtNum(kl?.value ?? null, 3)}</td>
-                      <td data-health-cell><HealthBadges health={healthSummary(run)} runId={run.id} /></td>
+                      <td data-health-cell><HealthBadges health={run.health ?? null} runId={run.id} /></td>
                       <td className="small">{fmtDate(run.created_at)}</td>
                       <td className="num small">{duration !== null ? fmtDuration(duration) : "—"}</td>
                     </tr>
