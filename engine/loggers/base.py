@@ -3,7 +3,8 @@
 The trainer calls, once per step: `log_metrics(step, metrics)` with flat verl-style keys
 (`critic/score/mean`, `actor/pg_loss`, ...) and `log_samples(step, samples)` with one dict per rollout
 (see `engine.trainer.samples` for the fields). `log_status` reports run-level events (started, finished,
-failed with an error message). `close()` flushes; it must be safe to call twice.
+failed with an error message). `log_phase(phase, step)` is the driver's heartbeat: the phase of the loop it
+enters (engine/trainer/heartbeat.py), once per change. `close()` flushes; it must be safe to call twice.
 """
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class Logger:
         pass
 
     def log_status(self, status: str, **fields: Any) -> None:
+        pass
+
+    def log_phase(self, phase: str, step: int) -> None:
         pass
 
     def close(self) -> None:

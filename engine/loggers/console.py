@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 from tqdm import tqdm
@@ -33,6 +34,21 @@ def _fmt(value: float) -> str:
     return f"{value:.4f}" if abs(value) < 1 else f"{value:.3f}"
 
 
+# val-core/<data_source>/<var>/<stat>; a data source may itself contain '/' (openai/gsm8k)
+VAL_CORE = re.compile(r"^val-core/(?P<src>.+)/(?P<var>[^/]+)/(?:mean@(?P<n>\d+)|(?P<kind>best|maj)@(?P<k>\d+)/mean)$")
+
+
+def _val_label(key: str) -> str | None:
+    """`arith val@4` (the mean of the reward), `arith acc@4` (another core variable), `arith best@4`,
+    `arith maj@4`; None for keys the line leaves out (std, val-aux)."""
+    m = VAL_CORE.match(key)
+    if m is None:
+        return None
+    if m["n"] is not None:
+        return f"{m['src']} {'val' if m['var'] == 'reward' else m['var']}@{m['n']}"
+    return f"{m['src']} {m['kind']}@{m['k']}"
+
+
 def format_step_line(step: int, metrics: dict[str, float]) -> str:
     parts = [f"Epoch {int(metrics.get('training/epoch', 0)) + 1}", f"Step {step}"]
     training_step = "actor/pg_loss" in metrics  # a validation-only line (step 0) has no update to speak of
@@ -45,9 +61,7 @@ def format_step_line(step: int, metrics: dict[str, float]) -> str:
         else:
             if label == "KL" and training_step:
                 parts.append(KL_NONE)
-    # val-core/<data_source>/reward/mean@N; a data source may itself contain '/' (openai/gsm8k)
-    val = [f"{k[len('val-core/'):k.rindex('/reward/')]} val@{k.rsplit('@', 1)[-1]}: {_fmt(v)}"
-           for k, v in metrics.items() if k.startswith("val-core/") and "/reward/" in k]
+    val = [f"{label}: {_fmt(v)}" for k, v in metrics.items() if (label := _val_label(k))]
     # an update skipped for a non-finite gradient norm (weights left unchanged) must not pass unnoticed
     skipped = [k.split("/")[0] for k, v in metrics.items() if k.endswith("/grad_norm_nonfinite") and v and v > 0]
     warn = [f"UPDATE SKIPPED ({', '.join(sorted(skipped))}: non-finite grad norm)"] if skipped else []

@@ -20,6 +20,12 @@ later process with the same spool dir, or by hand: `python -m engine.loggers.das
 Exactly once: the server upserts points on (run, key, step), samples on (run, split, step, sample_index)
 and log lines on (run, source, seq), so a request sent twice (response lost, replay after a crash) stores
 its rows once. Requests the server refuses for good (4xx other than 408/429) are dropped with a warning.
+
+Heartbeat (`log_phase`, engine/trainer/heartbeat.py): the phase the trainer enters goes on the status route as
+`{"status": "running", "error": null, "fields": {"heartbeat": {"phase": "gen", "step": 3, "time": <unix s>}}}`
+(`step`: the step being worked on, `time`: when the phase began, the engine's clock). It is sent at once, not
+buffered; one not yet sent when the next comes is replaced by it, and none is spooled (only the live phase means
+anything), so a run sends at most one small request per phase change.
 """
 from __future__ import annotations
 
@@ -119,6 +125,8 @@ class Spool:
         return out
 
     def append(self, requests: list[dict]) -> None:
+        if not requests:
+            return
         self.appended += len(requests)
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
@@ -225,6 +233,17 @@ class DashboardLogger(Logger):
                 self._line_seq += 1
             self._cond.notify()
 
+    def log_phase(self, phase: str, step: int) -> None:
+        body = {"status": "running", "error": None,
+                "fields": {"heartbeat": {"phase": str(phase), "step": int(step), "time": time.time()}}}
+        request = {"path": f"/api/v1/runs/{self.run_id}/status", "body": body, "heartbeat": True}
+        with self._cond:
+            if self._outbox and self._outbox[-1].get("heartbeat"):
+                self._outbox[-1] = request  # the newer phase replaces one not yet sent
+            else:
+                self._outbox.append(request)
+            self._cond.notify()
+
     def log_status(self, status: str, **fields: Any) -> None:
         body = {"status": status, "error": fields.pop("error", None), "fields": _plain(fields)}
         if body["error"] is not None:
@@ -258,7 +277,7 @@ class DashboardLogger(Logger):
             self._cond.notify()
         self._thread.join(self.close_timeout)
         with self._cond:
-            left = list(self._outbox)
+            left = _spoolable(self._outbox)
             self._outbox.clear()
         if left:
             self.spool.append(left)
@@ -339,11 +358,11 @@ class DashboardLogger(Logger):
             try:
                 offline = bool(self.spool.pending())
                 if offline and batch:
-                    self.spool.append(batch)  # keep the order: older spooled requests go first
+                    self.spool.append(_spoolable(batch))  # keep the order: older spooled requests go first
                     batch = []
                 for i, request in enumerate(batch):
-                    if not self._send_with_retries(request, attempts=3):
-                        self.spool.append(batch[i:])
+                    if not self._send_with_retries(request, attempts=1 if request.get("heartbeat") else 3):
+                        self.spool.append(_spoolable(batch[i:]))
                         offline = True
                         break
                 if offline:
@@ -394,6 +413,11 @@ class DashboardLogger(Logger):
     def _say(self, message: str) -> None:
         if not self.quiet:
             print(f"[rlstudio dashboard] {message}", file=sys.stderr, flush=True)
+
+
+def _spoolable(requests) -> list[dict]:
+    """What goes to the spool file: everything but heartbeats, which say only what the run is doing now."""
+    return [r for r in requests if not r.get("heartbeat")]
 
 
 def _post_json(url: str, body: dict, token: str | None, timeout: float) -> dict:

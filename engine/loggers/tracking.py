@@ -29,6 +29,12 @@ class Tracking(Logger):
         for lg in self.loggers:
             lg.log_status(status, **fields)
 
+    def log_phase(self, phase, step):
+        for lg in self.loggers:
+            report = getattr(lg, "log_phase", None)  # loggers given to engine.main_ppo.run need not subclass Logger
+            if report is not None:
+                report(phase, step)
+
     def close(self):
         for lg in self.loggers:
             try:

@@ -22,7 +22,10 @@ from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
 from engine.trainer.advantages import compute_advantages
 from engine.trainer.balance import balanced_order
+from engine.trainer.heartbeat import Heartbeat
 from engine.trainer.hold import hold_after
+from engine.trainer.learning_signal import METRIC as ZERO_STD_GROUP_RATIO
+from engine.trainer.learning_signal import zero_std_groups
 from engine.trainer.metrics import step_metrics
 from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
 from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
@@ -50,6 +53,7 @@ class PPOTrainer:
         self.rollout, self.actor = RolloutRole(worker_group), ActorRole(worker_group)
         self.reference, self.critic = ReferenceRole(worker_group), CriticRole(worker_group)
         self.logger = logger
+        self.heartbeat = Heartbeat(logger)  # the phase the loop is in, for the server's stall check
         self.total_steps = total_steps
         self.world = world_size(cfg)
         self.device_name = device_name
@@ -73,7 +77,7 @@ class PPOTrainer:
     # ---- one training step ---------------------------------------------------------------------------
     def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
         cfg, alg = self.cfg, self.cfg.algorithm
-        log = StepLog()
+        log = StepLog(on_enter=self._enter_phase)
         with log.phase("step"):
             batch, reward = self.generate_and_score(prompts, log)
             if alg.filter_groups.enable:  # DAPO dynamic sampling: more prompts until the batch is full
@@ -119,6 +123,10 @@ class PPOTrainer:
         with log.phase("reward"):
             reward = self.reward_fn(batch)
             batch.tensors["token_level_scores"] = reward.token_level_scores
+        # learning signal, counted on every generated group (before DAPO's filter drops the ones without)
+        zero, groups = zero_std_groups(batch["token_level_scores"].sum(-1), batch["uid"])
+        log.counts["zero_std_groups"] += zero
+        log.counts["groups"] += groups
         return batch, reward
 
     def keep_groups_with_signal(self, batch: Batch, reward, log: StepLog):
@@ -153,6 +161,8 @@ class PPOTrainer:
         metrics = step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
                                max_response_length=cfg.rollout.response_length, n_params=self.n_params,
                                device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
+        if log.counts["groups"]:  # rollout.n > 1
+            metrics[ZERO_STD_GROUP_RATIO] = log.counts["zero_std_groups"] / log.counts["groups"]
         return metrics | agent_metrics(batch)  # multi-turn rollouts: turns, tool calls, errors, latency
 
     # ---- validation ----------------------------------------------------------------------------------
@@ -161,6 +171,7 @@ class PPOTrainer:
             return {}, []
         from engine.data.dataset import collate
 
+        self.heartbeat.enter("validation", self.global_step)
         cfg = self.cfg
         val_kwargs = cfg.actor_rollout_ref.rollout.val_kwargs
         n_val = val_kwargs.n
@@ -195,6 +206,7 @@ class PPOTrainer:
     def fit(self) -> None:
         cfg = self.cfg
         tr = cfg.trainer
+        self.heartbeat.enter("load_checkpoint", self.global_step)  # resuming (passes at once with no checkpoint)
         self.global_step = checkpointing.maybe_resume(self)
         self.logger.log_status("running", step=self.global_step, total_steps=self.total_steps)
 
@@ -220,6 +232,7 @@ class PPOTrainer:
                 samples.extend(val_samples)
             waited = checkpointing.complete(self, wait=False)  # an earlier step's background write, if done
             if tr.save_freq > 0 and (self.global_step % tr.save_freq == 0 or last):
+                self.heartbeat.enter("save_checkpoint", self.global_step)
                 start = time.perf_counter()
                 checkpointing.save(self)  # async_save: blocks while the state is copied, writes in the background
                 metrics["timing_s/save_checkpoint"] = time.perf_counter() - start
@@ -234,11 +247,23 @@ class PPOTrainer:
                              [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)
             self.logger.log_samples(self.global_step, samples)
-            hold_after(self.global_step, before=lambda: checkpointing.complete(self, wait=True))
+            hold_after(self.global_step, before=self.wait_for_checkpoint)
 
-        checkpointing.complete(self, wait=True)
+        self.wait_for_checkpoint()
         if tr.export_hf_model:
+            self.heartbeat.enter("export_hf_model", self.global_step)
             self.wg.all_call("export_hf", os.path.join(self.ckpt_root, "hf_model"))
+
+
+    def _enter_phase(self, name: str) -> None:
+        if name != "step":  # "step" wraps the whole step; the heartbeat names the phase inside it
+            self.heartbeat.enter(name, self.global_step)
+
+    def wait_for_checkpoint(self) -> None:
+        """Block until the background checkpoint write (if any) is done."""
+        if self.pending_checkpoint is not None:
+            self.heartbeat.enter("save_checkpoint_wait", self.global_step)
+        checkpointing.complete(self, wait=True)
 
 
 def _filter_metric(batch: Batch, reward, name: str) -> torch.Tensor:

@@ -11,21 +11,27 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from engine.protocol import Batch
 
 
 class StepLog:
     """What one training step records: wall time per phase, the workers' metrics (one value per worker and
-    call, reduced when the step ends) and metrics computed on the driver."""
+    call, reduced when the step ends), metrics computed on the driver and counts summed over the step.
+    `on_enter(name)` is called as each phase begins (the trainer's heartbeat)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_enter: Callable[[str], None] | None = None) -> None:
         self.timings: dict[str, float] = {}
         self.worker: dict[str, list[float]] = defaultdict(list)
         self.metrics: dict[str, float] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        self.on_enter = on_enter
 
     @contextlib.contextmanager
     def phase(self, name: str):
+        if self.on_enter is not None:
+            self.on_enter(name)
         start = time.perf_counter()
         try:
             yield

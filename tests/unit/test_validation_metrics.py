@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.trainer.validation_metrics import (flat_validation_metrics, majority_values, prompt_stats, subset_sizes,
-                                               validation_metrics, validation_stats)
+from engine.trainer.validation_metrics import (
+    flat_validation_metrics,
+    majority_values,
+    prompt_stats,
+    subset_sizes,
+    validation_metrics,
+    validation_stats,
+)
 
 metric_utils = pytest.importorskip(
     "verl.trainer.ppo.metric_utils", reason="verl==0.9.1 (the reference) is not installed: run scripts/setup.sh")
