@@ -116,6 +116,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         app.state.bus.bind(asyncio.get_running_loop())
         pruner = asyncio.create_task(prune_forever(app.state.engine, settings.events_retention_s))
+        from backend.services.health.watch import sweep_forever
+
+        stalls = asyncio.create_task(sweep_forever(app, settings.health_sweep_s))
         dispatcher = None
         if settings.dispatch:
             from backend.services.dispatch import Dispatcher
@@ -127,6 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             pruner.cancel()
+            stalls.cancel()
             if dispatcher is not None:
                 await dispatcher.shutdown()
             app.state.engine.dispose()

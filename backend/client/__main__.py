@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("--experiment", required=True, help="experiment name (made when new) or id")
     launch.add_argument("--tag", action="append", default=[], help="a tag for every run (repeatable)")
     launch.add_argument("--no-wait", action="store_true", help="launch and print the run ids only")
+    launch.add_argument("--stop-on", action="append", default=[], metavar="ALARM",
+                        help="cancel a run once this health alarm (kl-high, nonfinite, score-collapse, ...) has fired "
+                             "for --stop-after steps (repeatable; trainer.health.stop_on)")
+    launch.add_argument("--stop-after", type=int, default=1, metavar="N",
+                        help="steps a --stop-on alarm must have fired for (default 1; trainer.health.stop_after_steps)")
     launch.add_argument("--poll", type=float, default=2.0, help="seconds between status checks (default 2)")
     launch.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
 
@@ -47,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             grid, fixed = parse_grid(args.overrides)
             if not grid:
                 parser.error("no axis to sweep: give at least one KEY=V1,V2")
-            runs = sweep(client, grid, fixed=fixed, preset=args.preset, experiment=experiment, tags=args.tag)
+            runs = sweep(client, grid, fixed=fixed, preset=args.preset, experiment=experiment, tags=args.tag,
+                         stop_on=args.stop_on, stop_after_steps=args.stop_after)
             print(f"launched {len(runs)} runs into experiment '{args.experiment}': "
                   + ", ".join(f"{r.id} ({r.name})" for r in runs), flush=True)
             if args.no_wait:

@@ -17,6 +17,7 @@ from backend.models import (
     MetricSeries,
     RunCreated,
     RunPublic,
+    RunHealth,
     RunStatus,
     SamplePublic,
     SampleRow,
@@ -213,6 +214,12 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(done, timeout)
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    def health(self, run: int | RunPublic) -> RunHealth:
+        """The run's health as the server judges it: `status` (ok / warning / error), each alarm that fired (firing
+        since `since_step` or cleared at `cleared_step`, its `values`) and the `thresholds`."""
+        run_id = run.id if isinstance(run, RunPublic) else int(run)
+        return RunHealth.model_validate(self._get(f"/runs/{run_id}/health"))
 
     # metrics -----------------------------------------------------------------------------------------------
     def metric_keys(self, run_id: int) -> list[str]:

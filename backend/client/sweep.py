@@ -73,13 +73,24 @@ def combinations(grid: dict[str, list[str]]) -> list[dict[str, str]]:
     return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
 
 
+def stop_rule(stop_on: Sequence[str], stop_after_steps: int = 1) -> list[str]:
+    """The overrides of the auto-stop rule: the server cancels a run once one of the `stop_on` health alarms (e.g.
+    kl-high, nonfinite, score-collapse) has fired for `stop_after_steps` steps, with the alarm as its error."""
+    if not stop_on:
+        return []
+    return [f"trainer.health.stop_on=[{','.join(stop_on)}]", f"trainer.health.stop_after_steps={stop_after_steps}"]
+
+
 def sweep(client: Client, grid: dict[str, list[str]], *, fixed: Sequence[str] = (), preset: str | None = None,
-          experiment: int | str | None = None, tags: Sequence[str] = (), prefix: str = "") -> list[RunPublic]:
+          experiment: int | str | None = None, tags: Sequence[str] = (), prefix: str = "",
+          stop_on: Sequence[str] = (), stop_after_steps: int = 1) -> list[RunPublic]:
     """Launch one run per grid point into `experiment`. Every config is validated first, so a bad value
-    launches nothing (ApiError naming the key)."""
+    launches nothing (ApiError naming the key). `stop_on` (health alarm ids) and `stop_after_steps`: the server
+    cancels a member whose chosen alarm has fired that many steps (a diverging member stops, the others go on)."""
     names = short_names(list(grid))
     points = combinations(grid)
-    configs = [list(fixed) + [f"{k}={v}" for k, v in point.items()] for point in points]
+    configs = [list(fixed) + stop_rule(stop_on, stop_after_steps) + [f"{k}={v}" for k, v in point.items()]
+               for point in points]
     for overrides in configs:
         client.validate(overrides, preset=preset)
     runs = []
@@ -103,6 +114,9 @@ def results(client: Client, runs: Sequence[RunPublic], metrics: Sequence[str] = 
         for key in keys or []:
             row[names[key]] = _dotted(run.resolved_config, key)
         row.update(status=run.status.value, step=run.progress_step)
+        judged = client.health(run.id)
+        if judged.status != "ok":  # a column only where some run is sick: its status and firing alarms
+            row["health"] = judged.status + ":" + ",".join(a.id for a in judged.alarms if a.state == "firing")
         for pattern in patterns:
             row.update({k: v for k, v in sorted(latest.items()) if pattern.fullmatch(k)})
         if run.error:

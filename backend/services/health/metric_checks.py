@@ -95,7 +95,7 @@ def nonfinite(st: dict, points: Points, ctx: dict) -> list[Observation]:
                 f"nonfinite:{key}", step, bad, "error", key=key, clear_after=n("clear_steps"),
                 title=f"{word} in {key}",
                 detail=f"{key} is {word} at step {step}: the update diverged (lower the learning rate, check grad "
-                       "clipping).", values={}, samples={"step": step, "filter": None}))
+                       "clipping).", values={"at_step": step}, samples={"step": step, "filter": None}))
     return out
 
 

@@ -145,6 +145,14 @@ def _close(st: dict, tally: dict) -> list[dict]:
 
 
 def _observe(st: dict, tally: dict, ctx: dict) -> list[Observation]:
+    """The newest step's judgements from its tally so far (`refine`: more of its answers update the numbers)."""
+    out = _judgements(st, tally, ctx)
+    for ob in out:
+        ob.refine = True
+    return out
+
+
+def _judgements(st: dict, tally: dict, ctx: dict) -> list[Observation]:
     step, total, out = tally["step"], tally["n"], []
     bad = sum(tally["kinds"].values())
     parts = ", ".join(f"{v} {k}" for k, v in sorted(tally["kinds"].items()))

@@ -160,7 +160,10 @@ def _judge(session: Session, run: Run, row: HealthState, observations: list[Obse
     trackers = data.setdefault("alarms", {})
     changes: list[Change] = []
     for ob in observations:
-        change = advance(trackers.setdefault(ob.alarm, {}), ob)
+        tracker = trackers.setdefault(ob.alarm, {})
+        change = advance(tracker, ob)
+        if change is None and ob.refine and ob.bad and tracker.get("firing") and ob.step == tracker.get("since"):
+            change = Change("fire", ob, ob.step)  # its first step judged again (more of its answers): new numbers
         if change is not None:
             changes.append(change)
         if row.checked_step is None or ob.step > row.checked_step:

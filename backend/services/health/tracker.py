@@ -20,6 +20,7 @@ class Observation:
     fire_after: int = 1  # consecutive bad steps before it fires
     clear_after: int = 1  # consecutive good steps before it clears
     since: int | None = None  # where the problem started, when the check knows better than "this step"
+    refine: bool = False  # judged again at its first step with more data (a step's answers in batches): new numbers
 
 
 @dataclass

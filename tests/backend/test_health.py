@@ -1,0 +1,366 @@
+"""Run health on the server (issue 28): planted runs, their metrics and samples sent through the API step by step
+as the dashboard logger sends them; each alarm fires at the step its rule says, clears, and its state survives a
+restart; the auto-stop rule cancels a run with the alarm as the reason; bad input is a 422 naming the field."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from tests.backend.conftest import external_run
+
+API = "/api/v1"
+NAN = float("nan")
+
+
+def auth(run: dict) -> dict:
+    return {"Authorization": f"Bearer {run['ingest_token']}"}
+
+
+def send(client, run, step: int, values: dict[str, float], wall_time: float | None = None) -> None:
+    """One step's metrics, columnar, as the dashboard logger sends them."""
+    series = []
+    for key, value in values.items():
+        entry = {"key": key, "steps": [step], "values": ["NaN" if isinstance(value, float) and math.isnan(value)
+                                                        else value]}
+        if wall_time is not None:
+            entry["wall_times"] = [wall_time]
+        series.append(entry)
+    r = client.post(f"{API}/runs/{run['id']}/metrics", json={"series": series}, headers=auth(run))
+    assert r.status_code == 200, r.text
+
+
+def health(client, run) -> dict:
+    r = client.get(f"{API}/runs/{run['id']}/health")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def alarm(body: dict, alarm_id: str) -> dict | None:
+    return next((a for a in body["alarms"] if a["id"] == alarm_id), None)
+
+
+def replay(client, run, steps: dict[int, dict[str, float]], alarm_id: str) -> dict:
+    """Send the steps in order, reading the health after each: the step at which the alarm was first seen firing
+    and first seen cleared, and its last state."""
+    seen = {"fired_at": None, "cleared_at": None}
+    for step in sorted(steps):
+        send(client, run, step, steps[step])
+        found = alarm(health(client, run), alarm_id)
+        if found and found["state"] == "firing" and seen["fired_at"] is None:
+            seen["fired_at"] = step
+        if found and found["state"] == "cleared" and seen["cleared_at"] is None:
+            seen["cleared_at"] = step
+        seen["last"] = found
+    return seen
+
+
+def series(**columns: list[float]) -> dict[int, dict[str, float]]:
+    """Columns of values from step 1 -> {step: {key: value}} (a key spelled with __ for /)."""
+    out: dict[int, dict[str, float]] = {}
+    for name, values in columns.items():
+        for i, v in enumerate(values):
+            out.setdefault(i + 1, {})[name.replace("__", "/")] = v
+    return out
+
+
+# (alarm id, planted steps, step it is first seen firing, since_step, cleared at, run overrides)
+METRIC_CASES = [
+    ("kl-high", series(actor__reward_kl_penalty=[0.0] * 3 + [0.5] * 6 + [0.05] * 2), 8, 4, 10, []),
+    ("kl-low", series(actor__kl_loss=[0.0] + [0.05] * 9 + [0.001] * 6 + [0.05]), 15, 11, 17, []),
+    ("values-flat", series(critic__values__std=[0.5] * 2 + [0.001] * 3 + [0.5]), 5, 3, 6, []),
+    ("clip-ratio", series(response_length__clip_ratio=[0.1] * 2 + [0.9] * 3 + [0.1]), 5, 3, 6, []),
+    # windows of 5: the recent mean (steps 9-13) falls below half the best earlier window (0.8) at step 13
+    ("score-collapse", series(critic__score__mean=[0.8] * 10 + [0.1] * 5 + [0.8] * 5), 13, 9, 18, []),
+    # an event: clears after 5 clean steps; the NaN grad norm at the skipped step is the skip, not a second alarm
+    ("skipped:actor", series(actor__grad_norm_nonfinite=[0, 0, 0, 1, 0, 0, 0, 0, 0],
+                             actor__grad_norm=[1.0, 1.0, 1.0, NAN, 1.0, 1.0, 1.0, 1.0, 1.0]), 4, 4, 9, []),
+    ("nonfinite:actor/pg_loss", series(actor__pg_loss=[0.1, 0.1, NAN] + [0.1] * 5), 3, 3, 8, []),
+    # the start is the mean of the first 5 steps; the last 5 steps' mean falls below 0.2 of it at step 14
+    ("entropy-collapse", series(actor__entropy=[1.0] * 9 + [0.1] * 5 + [1.0],
+                                critic__score__mean=[0.2] * 15), 14, 14, 15, []),
+    ("rollout-mismatch", series(actor__rollout_log_probs_absdiff=[0.001, 0.001, 0.05, 0.001]), 3, 3, 4, []),
+    ("rollout-mismatch", series(training__rollout_probs_diff_mean=[0.001, 0.03, 0.001]), 2, 2, 3, []),
+    ("tool-collapse", series(tool_call_counts__mean=[2.0] * 5 + [0.0] * 5 + [2.0],
+                             num_turns__mean=[4.0] * 5 + [2.0] * 5 + [4.0]), 10, 10, 11, []),
+    # the engine's own zero-variance share (engine/trainer/learning_signal.py), trended over 3 steps
+    ("no-signal", series(train__zero_std_group_ratio=[0.1] * 3 + [0.9] * 3 + [0.1] * 3), 5, 5, 8, []),
+    ("step1-kl", series(actor__reward_kl_penalty=[0.05, 0.0, 0.0]), 1, 1, None, []),
+    # one mini-batch, one epoch per step: the step's clip fraction is the first on-policy mini-batch's
+    ("step1-clip", series(actor__pg_clipfrac=[0.1, 0.0]), 1, 1, None,
+     ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8"]),
+]
+
+
+@pytest.mark.parametrize("alarm_id, steps, fired_at, since, cleared, overrides", METRIC_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(METRIC_CASES)])
+def test_metric_alarm_fires_at_its_step_and_clears(client, alarm_id, steps, fired_at, since, cleared, overrides):
+    run = external_run(client, overrides=["trainer.total_training_steps=100", *overrides])
+    seen = replay(client, run, steps, alarm_id)
+    assert seen["fired_at"] == fired_at, seen
+    assert seen["last"]["since_step"] == since
+    if cleared is None:  # a step-one invariant is judged once: it stays firing
+        assert seen["last"]["state"] == "firing" and seen["last"]["severity"] == "error"
+    else:
+        assert seen["cleared_at"] == cleared and seen["last"]["cleared_step"] == cleared
+    assert seen["last"]["values"] and all(isinstance(v, float) for v in seen["last"]["values"].values())
+    others = {a["id"] for a in health(client, run)["alarms"]} - {alarm_id}
+    assert not others, f"{alarm_id}'s planted run raised other alarms too: {others}"
+
+
+def test_healthy_series_raise_nothing(client):
+    """A run that learns (score up, KL in band, entropy easing, no clipping) stays ok; step-one holds (KL 0)."""
+    run = external_run(client, overrides=["trainer.total_training_steps=100"])
+    for step in range(1, 31):
+        send(client, run, step, {"critic/score/mean": 0.2 + step / 100, "actor/reward_kl_penalty":
+                                 0.0 if step == 1 else 0.05, "actor/entropy": 1.0 - step / 100,
+                                 "response_length/clip_ratio": 0.05, "critic/values/std": 0.3,
+                                 "actor/pg_loss": 0.1, "actor/grad_norm": 1.0, "actor/grad_norm_nonfinite": 0.0,
+                                 "actor/rollout_log_probs_absdiff": 0.001, "training/global_step": step})
+    body = health(client, run)
+    assert body["status"] == "ok" and body["alarms"] == [] and body["checked_step"] == 30
+
+
+def test_held_out_checks_compare_two_validations(client):
+    """Length rising while the held-out score does not, and the training score up while the held-out score falls:
+    both judged at the validation of step 20 against that of step 10, cleared by the one at step 30."""
+    run = external_run(client, overrides=["trainer.total_training_steps=100"])
+    val = "val-core/arith/reward/mean@1"
+    send(client, run, 0, {val: 0.3})
+    for step in range(1, 31):
+        values = {"critic/score/mean": 0.2 if step <= 10 else 0.5, "response_length/mean": 10.0 if step <= 10 else 20.0}
+        if step in (10, 20, 30):
+            values[val] = {10: 0.3, 20: 0.2, 30: 0.5}[step]
+        send(client, run, step, values)
+        body = health(client, run)
+        if step == 19:
+            assert body["alarms"] == []
+        if step == 20:
+            rising, diverging = alarm(body, "length-rising"), alarm(body, "train-heldout-divergence")
+            assert rising["state"] == "firing" and rising["since_step"] == 20
+            assert rising["values"] == {"length": 20.0, "length_before": 10.0, "heldout": 0.2, "heldout_before": 0.3}
+            assert diverging["state"] == "firing" and diverging["values"]["train"] == pytest.approx(0.5)
+            assert diverging["values"]["train_before"] == pytest.approx(0.2)
+    body = health(client, run)
+    assert [(a["id"], a["state"], a["cleared_step"]) for a in sorted(body["alarms"], key=lambda a: a["id"])] == [
+        ("length-rising", "cleared", 30), ("train-heldout-divergence", "cleared", 30)]
+
+
+# ------------------------------------------------------------------------------------------------ samples
+def answers(step: int, rows: list[tuple]) -> list[dict]:
+    """(response, score[, prompt_index]) -> training samples of one step."""
+    out = []
+    for i, row in enumerate(rows):
+        response, score = row[0], row[1]
+        sample = {"step": step, "sample_index": i, "response": response, "score": score, "prompt": "Q: 1+1?"}
+        if len(row) > 2:
+            sample.update(prompt_index=row[2], group_uid=f"g{step}-{row[2]}")
+        out.append(sample)
+    return out
+
+
+def post_samples(client, run, samples: list[dict]) -> None:
+    r = client.post(f"{API}/runs/{run['id']}/samples", json={"samples": samples}, headers=auth(run))
+    assert r.status_code == 200, r.text
+
+
+GOOD = [(f"the answer is {i} because {i} minus one is {i - 1}", 0.5) for i in range(8)]
+
+
+@pytest.mark.parametrize("alarm_id, bad", [
+    ("degenerate", [("", 0.0)] * 2 + [("no " * 20, 0.0)] * 2 + GOOD[:4]),  # 4 of 8: empty or repetitive
+    ("garbage", [("the answer \ufffd\ufffd", 0.0), ("the answer \x07 is 2", 0.0)] + GOOD[:6]),  # 2 of 8
+])
+def test_answer_alarms_fire_on_their_step_and_clear(client, alarm_id, bad):
+    run = external_run(client)
+    post_samples(client, run, answers(1, GOOD))
+    assert health(client, run)["alarms"] == []
+    post_samples(client, run, answers(2, bad[:3]))  # a step's answers arrive in batches: judged as they come
+    post_samples(client, run, answers(2, bad)[3:])
+    found = alarm(health(client, run), alarm_id)
+    assert found["state"] == "firing" and found["since_step"] == 2 and found["samples"] == {"step": 2, "filter": None}
+    assert found["values"]["answers"] == 8 and found["values"][alarm_id] == (4 if alarm_id == "degenerate" else 2)
+    post_samples(client, run, answers(2, bad[:3]))  # a resend counts nothing twice
+    assert alarm(health(client, run), alarm_id)["values"]["answers"] == 8
+    post_samples(client, run, answers(3, GOOD))
+    found = alarm(health(client, run), alarm_id)
+    assert found["state"] == "cleared" and found["cleared_step"] == 3
+
+
+def test_garbage_reasons():
+    from backend.services.health.sample_checks import Answer, degenerate_reason, garbage_reason
+
+    def a(text, tokens=None):
+        return Answer(step=1, index=0, response=text, tokens=tokens, score=None, group=None, prompt_index=None,
+                      multi_turn=False)
+
+    assert garbage_reason(a("caf\ufffd"), None) == "replacement characters"
+    assert garbage_reason(a("one\x00two"), None) == "control bytes"
+    assert garbage_reason(a("tabs\tand\nnewlines\r are text"), None) is None
+    looped = ["The", " answer", " is"] + [" 4"] * 13
+    assert garbage_reason(a("".join(looped), looped), 16) == "token repeated to the length cap"
+    assert garbage_reason(a("".join(looped), looped), 32) is None  # under the cap: it ended by itself
+    assert degenerate_reason("", None) == "empty" and degenerate_reason("a b c d e f g h i j k l", None) is None
+    assert degenerate_reason("x " * 8, None) == "repetitive"
+    assert degenerate_reason("to be or " * 5, None) == "repetitive"  # one 3-gram covers the answer
+
+
+def test_learning_signal_from_grpo_groups_and_the_prompts_without_any(client):
+    """Four prompts x two answers per step; prompt 3's answers always score alike. The share of groups without
+    signal, trended over 3 steps, fires at step 2 and clears at step 5; prompt 3 is listed with its answers."""
+    run = external_run(client)
+
+    def step_rows(all_equal: bool) -> list[tuple]:
+        rows = []
+        for prompt in range(4):
+            same = all_equal or prompt == 3
+            rows += [(f"answer {prompt}a", 1.0, prompt), (f"answer {prompt}b", 1.0 if same else 0.0, prompt)]
+        return rows
+
+    plan = {1: False, 2: True, 3: False, 4: False, 5: False, 6: False}
+    states = {}
+    for step, all_equal in plan.items():
+        post_samples(client, run, answers(step, step_rows(all_equal)))
+        found = alarm(health(client, run), "no-signal")
+        states[step] = found and found["state"]
+    assert states == {1: None, 2: "firing", 3: "firing", 4: "firing", 5: "cleared", 6: "cleared"}
+    found = alarm(health(client, run), "no-signal")
+    assert found["since_step"] == 2 and found["cleared_step"] == 5
+    listed = client.get(f"{API}/runs/{run['id']}/health/no-signal").json()
+    assert listed["count"] == 1 and [p["prompt_index"] for p in listed["data"]] == [3]
+    prompt = listed["data"][0]
+    assert prompt["groups"] == 5 and prompt["last_step"] == 5  # steps 1-5 closed (6 is the open one)
+    assert [a["response"] for a in prompt["answers"]] == ["answer 3a", "answer 3b"]
+
+
+def test_length_hacking_from_the_score_length_correlation(client):
+    """Within a step, score follows length (r = 1) for 3 steps: fires at step 3; a step of r = -1 brings the
+    3-step mean under 0.5: cleared at step 4."""
+    run = external_run(client)
+
+    def rows(sign: float) -> list[tuple]:
+        return [("word " * (4 + i), (i if sign > 0 else 7 - i) / 7) for i in range(8)]
+
+    for step, sign in ((1, 1), (2, 1), (3, 1)):
+        post_samples(client, run, answers(step, rows(sign)))
+    found = alarm(health(client, run), "length-hacking")
+    assert found["state"] == "firing" and found["since_step"] == 3
+    assert found["values"]["correlation"] == pytest.approx(1.0)
+    post_samples(client, run, answers(4, rows(-1)))
+    found = alarm(health(client, run), "length-hacking")
+    assert found["state"] == "cleared" and found["cleared_step"] == 4
+
+
+# ------------------------------------------------------------------------------------------------ stall
+def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client):
+    """Ten steps 10 s apart that ended an hour ago (the points' own wall times): judged against the clock at
+    the next read, the run is stalled, in the phase its heartbeat named; a new step clears it."""
+    run = external_run(client)
+    start = time.time() - 3600
+    for step in range(1, 11):
+        send(client, run, step, {"training/global_step": step}, wall_time=start + 10 * step)
+    r = client.post(f"{API}/runs/{run['id']}/status", headers=auth(run), json={
+        "status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": start + 105}}})
+    assert r.status_code == 200
+    found = alarm(health(client, run), "stalled")
+    assert found["state"] == "firing" and found["since_step"] == 10 and found["severity"] == "error"
+    assert "gen" in found["title"] and "'gen'" in found["detail"]
+    assert found["values"]["median_step_s"] == 10.0 and found["values"]["limit_s"] == 100.0
+    assert found["values"]["idle_s"] > 3400
+    send(client, run, 11, {"training/global_step": 11})  # wall time: now
+    found = alarm(health(client, run), "stalled")
+    assert found["state"] == "cleared" and found["cleared_step"] == 11
+
+
+def test_stall_is_judged_against_an_injected_clock():
+    from backend.services.health import stall
+
+    st: dict = {}
+    for step in range(1, 6):
+        stall.track(st, step, 1000.0 + 30 * step)
+    assert stall.judge(st, 1150.0 + 299, None).bad is False  # 10 x 30 s = 300 s: not yet
+    late = stall.judge(st, 1150.0 + 301, {"phase": "update_actor", "time": 1160.0})
+    assert late.bad and "'update_actor'" in late.detail and late.values["phase_s"] == pytest.approx(291)
+    assert stall.judge({}, 1e9, None) is None  # no step times yet: nothing to compare with
+
+
+# ------------------------------------------------------------------------------------------------ restart
+def test_state_survives_a_restart(settings):
+    """Three steps of a KL streak, a restart (a new app on the same SQLite file), two more: the streak went on
+    (fires since step 3, as without the restart); the alarm is still there after a second restart."""
+    with TestClient(create_app(settings)) as client:
+        run = external_run(client)
+        for step, kl in enumerate([0.0, 0.0, 0.5, 0.5, 0.5], start=1):
+            send(client, run, step, {"actor/reward_kl_penalty": kl})
+        assert health(client, run)["alarms"] == []
+    with TestClient(create_app(settings)) as client:
+        for step in (6, 7):
+            send(client, run, step, {"actor/reward_kl_penalty": 0.5})
+        found = alarm(health(client, run), "kl-high")
+        assert found["state"] == "firing" and found["since_step"] == 3
+    with TestClient(create_app(settings)) as client:
+        body = health(client, run)
+        assert body["status"] == "warning" and body["checked_step"] == 7
+        send(client, run, 8, {"actor/reward_kl_penalty": 0.05})
+        assert alarm(health(client, run), "kl-high")["cleared_step"] == 8
+
+
+# ------------------------------------------------------------------------------------------------ auto-stop
+def test_auto_stop_cancels_a_kl_blow_up_with_the_alarm_as_reason(client):
+    sick = external_run(client, overrides=["trainer.health.stop_on=[kl-high]", "trainer.health.stop_after_steps=7"])
+    well = external_run(client)  # no rule: the same blow-up only warns
+    for step in range(1, 13):
+        kl = 0.0 if step < 3 else 10.0 ** (step - 3)
+        for run in (sick, well):
+            send(client, run, step, {"actor/reward_kl_penalty": kl, "training/global_step": step})
+        if step == 8:
+            assert client.get(f"{API}/runs/{sick['id']}").json()["status"] == "running"  # fired at 7, held 6 steps
+    stopped = client.get(f"{API}/runs/{sick['id']}").json()
+    assert stopped["status"] == "cancelled"
+    assert "kl-high" in stopped["error"] and "since step 3" in stopped["error"] and "at step 9" in stopped["error"]
+    assert client.get(f"{API}/runs/{well['id']}").json()["status"] == "running"
+    assert alarm(health(client, well), "kl-high")["state"] == "firing"
+
+
+def test_auto_stop_rule_is_checked_at_launch(client):
+    r = client.post(f"{API}/runs", json={"launch": False, "overrides": ["trainer.health.stop_on=[kl-hgh]"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "trainer.health.stop_on"
+    r = client.post(f"{API}/runs", json={"launch": False, "overrides": ["trainer.health.stop_after_steps=0"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "trainer.health.stop_after_steps"
+    default = external_run(client)["resolved_config"]["trainer"]["health"]
+    assert default == {"stop_on": [], "stop_after_steps": 1}  # off by default
+
+
+# ------------------------------------------------------------------------------------------------ the API
+def test_bad_input_and_unknown_runs(client):
+    assert client.get(f"{API}/runs/999/health").status_code == 404
+    assert client.get(f"{API}/runs/999/health/no-signal").status_code == 404
+    r = client.get(f"{API}/runs/abc/health")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "run_id"]
+    run = external_run(client)
+    r = client.get(f"{API}/runs/{run['id']}/health/no-signal", params={"limit": 0})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "limit"]
+    body = health(client, run)
+    assert body == {"run_id": run["id"], "status": "ok", "checked_step": None, "alarms": [],
+                    "thresholds": body["thresholds"]}
+    from backend.services.health.thresholds import THRESHOLDS
+
+    assert body["thresholds"] == THRESHOLDS
+
+
+def test_alarm_kinds_match_the_config_schema():
+    """trainer.health.stop_on lists every alarm the server raises (by kind), and only those."""
+    import typing
+
+    from backend.services.health import metric_checks
+    from engine.config.schema import HealthAlarmKind
+
+    raised = {"skipped", "nonfinite", "kl-high", "kl-low", "values-flat", "clip-ratio", "score-collapse",
+              "degenerate", "entropy-collapse", "length-hacking", "length-rising", "train-heldout-divergence",
+              "garbage", "no-signal", "step1-kl", "step1-clip", "rollout-mismatch", "stalled", "tool-collapse"}
+    assert set(typing.get_args(HealthAlarmKind)) == raised
+    assert {c[0].split(":")[0] for c in METRIC_CASES} <= raised
+    assert set(metric_checks.CHECKS)  # every check module is wired in
