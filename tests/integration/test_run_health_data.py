@@ -8,6 +8,8 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 from engine.loggers.base import Logger
 from engine.trainer.learning_signal import METRIC as ZERO_STD
 from engine.trainer.validation_metrics import validation_metrics
@@ -81,3 +83,23 @@ def test_validation_signal_and_heartbeat(tiny_model, arith_data, tmp_path):
     assert phases[-1] == ("export_hf_model", 2)  # trainer.export_hf_model (default on) after the last step
     # each step's phases come before its metrics are logged
     assert record.events.index(("metrics", 1)) < record.events.index(("gen", 2))
+
+
+def test_signal_is_counted_before_dapos_filter(tiny_model, arith_data, tmp_path):
+    """With DAPO's dynamic sampling the trained batch has no zero-std group; the metric counts the generated ones,
+    so it is exactly the share the filter dropped."""
+    from engine.config import build_config
+    from engine.main_ppo import run
+
+    record = Record()
+    dapo = {**RUN, "trainer.val_before_train": "False", "trainer.test_freq": -1, "trainer.save_freq": -1,
+            "trainer.export_hf_model": "False", "algorithm.filter_groups.enable": "True",
+            "algorithm.filter_groups.metric": "reward", "data.train_batch_size": 4,
+            "actor_rollout_ref.actor.ppo_mini_batch_size": 4}
+    run(build_config(overrides=base_args(tiny_model, arith_data, tmp_path / "run", **dapo)), loggers=[record])
+    for step in (1, 2):
+        m = record.metrics[step]
+        assert m[ZERO_STD] == pytest.approx(1 - m["train/kept_group_fraction"], abs=1e-12)
+        assert m["critic/degenerate_group_ratio"] == 0  # what was trained on: only groups with signal
+        gens = [p for p, s in record.events if s == step and p == "gen"]
+        assert len(gens) == m["train/num_gen_batches"]  # a heartbeat per generation round, each a phase change
