@@ -39,11 +39,10 @@ class _Collect(Logger):
 
 
 def train(argv: list[str] | None = None) -> TrainResult:
-    from engine.config import build_config, world_size
-    from engine.main_ppo import run, split_argv
+    from engine.config import config_from_argv, world_size
+    from engine.main_ppo import run
 
-    name, path, overrides = split_argv(list(argv or []))
-    cfg = build_config(overrides, config_name=name, config_path=path)
+    cfg = config_from_argv(list(argv or []))
     if cfg.ray_init.mode == "auto" and world_size(cfg) == 1 and not cfg.ray_init.runtime_env:
         cfg.ray_init.mode = "in_process"  # even where RAY_ADDRESS names a cluster: a notebook's run stays here
     result = TrainResult()

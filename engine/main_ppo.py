@@ -1,4 +1,6 @@
-"""Entry point: `python -m engine.main_ppo [--config-name NAME] key=value ...` (verl's command line).
+"""Entry point: `python -m engine.main_ppo [--config-name NAME] key=value ...` (verl's command line), or
+`python -m engine.main_ppo --config-file PATH` for a config resolved already (the server's runs: see
+engine/config/argv.py).
 
 Runs on one machine (one worker in this process, or a local Ray for several) or under `ray job submit` on
 an existing cluster (engine/workers/launch.py decides). From Python: `engine.train` (engine/api.py).
@@ -12,35 +14,11 @@ import traceback
 
 import torch
 
-from engine.config import ConfigError, PPOConfig, build_config, world_size
+from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
 
 
 class UserError(Exception):
     """A problem the user fixes in the config or the data; printed without a traceback."""
-
-
-def split_argv(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
-    name = path = None
-    rest = []
-    it = iter(range(len(argv)))
-    for i in it:
-        arg = argv[i]
-        for flag in ("--config-name", "--config-path", "-cn", "-cp"):
-            if arg == flag and i + 1 < len(argv):
-                value = argv[i + 1]
-                next(it, None)
-                break
-            if arg.startswith(flag + "="):
-                value = arg.split("=", 1)[1]
-                break
-        else:
-            rest.append(arg)
-            continue
-        if flag in ("--config-name", "-cn"):
-            name = value
-        else:
-            path = value
-    return name, path, rest
 
 
 def pick_device(cfg: PPOConfig) -> str:
@@ -144,8 +122,8 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
     workers = None
     try:
         workers = start_workers(cfg, total_steps, device)
-        uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
-        roles = ["actor", "rollout"] + (["reference"] if uses_ref else []) + (["critic"] if cfg.critic.enable else [])
+        roles = ["actor", "rollout"] + (["reference"] if uses_reference(cfg) else [])
+        roles += ["critic"] if cfg.critic.enable else []
         roles += ["reward_model"] if cfg.reward_model.enable else []  # on the workers, beside the reference
         logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
                           total_steps=total_steps, launcher=workers.launcher,
@@ -176,9 +154,8 @@ def _is_user_error(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    name, path, overrides = split_argv(argv)
     try:
-        cfg = build_config(overrides, config_name=name, config_path=path)
+        cfg = config_from_argv(argv)
         run(cfg)
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

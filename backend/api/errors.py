@@ -91,8 +91,10 @@ def unprocessable(loc: list[str | int], msg: str, kind: str = "value_error") -> 
 
 def config_error(exc: RunConfigError) -> HTTPException:
     loc = ["body"] + (["preset"] if exc.field == "preset" else ["config"] + (exc.field.split(".") if exc.field else []))
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                         detail=[{"loc": loc, "msg": exc.message, "type": "config_error", "field": exc.field}])
+    detail = {"loc": loc, "msg": exc.message, "type": "config_error", "field": exc.field}
+    if exc.fix:  # the message ends with it too; apart, for a client that shows it by the field
+        detail["fix"] = exc.fix
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=[detail])
 
 
 def validated_config(preset: str | None, config: dict[str, Any], overrides: list[str], *,

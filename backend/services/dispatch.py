@@ -24,7 +24,7 @@ from backend.services.runs import log_tail, new_token, set_status
 from backend.settings import Settings
 from engine.loggers.dashboard import Spool
 from engine.loggers.dashboard import replay as replay_spool
-from engine.trainer.hold import ENV as HOLD_ENV
+from engine.trainer import HOLD_ENV
 
 log = logging.getLogger("rlstudio.dispatch")
 # Ray's job client logs at INFO on Ray's own console handler, e.g. "WebSocket closed for job ..." each time a run's
@@ -300,14 +300,12 @@ class Dispatcher:
         token, token_hash = new_token()
         submission_id = f"rlstudio-run-{run.id}-{uuid.uuid4().hex[:8]}"
         run_dir = Path(run.run_dir)
-        forced = {"trainer.logger": _with_dashboard(run.resolved_config),
-                  "trainer.dashboard_url": self.settings.server_url}
-        if not (run.config.get("trainer") or {}).get("default_local_dir"):
-            forced["trainer.default_local_dir"] = str(run_dir / "checkpoints")
         python = self.settings.job_python or (sys.executable if self.head else "python")
-        workdir = str(self.settings.job_workdir or Path.cwd())
-        entrypoint = run_config.job_entrypoint(python, workdir, run.preset, run.config, forced,
-                                               self.settings.job_module)
+        try:
+            entrypoint = job_command(run, self.settings, python)
+        except OSError as exc:  # e.g. the run's directory was removed under the server
+            await self._finish(run.id, RunStatus.failed, f"Could not write the run's config file into {run_dir}: {exc}")
+            return
         env = {"RLSTUDIO_URL": self.settings.server_url, "RLSTUDIO_RUN_ID": str(run.id),
                "RLSTUDIO_INGEST_TOKEN": token, "RLSTUDIO_SPOOL_DIR": str(run_dir / "spool"),
                "PYTHONUNBUFFERED": "1"}
@@ -436,6 +434,24 @@ def _screen_line(line: str) -> str:
     """What a terminal shows of a line rewritten with carriage returns (progress bars)."""
     line = line.rstrip("\r")
     return line.rsplit("\r", 1)[-1]
+
+
+def job_command(run: Run, settings: Settings, python: str) -> str:
+    """The Ray job's entrypoint: the run's resolved config, with the launch keys set, written into its directory,
+    and the job's command line that runs it as it is (`--config-file`)."""
+    config_file = run_config.write_job_config(Path(run.run_dir), run.resolved_config,
+                                              job_launch_keys(run, settings.server_url))
+    workdir = str(settings.job_workdir or Path.cwd())
+    return run_config.job_entrypoint(python, workdir, config_file.resolve(), settings.job_module)
+
+
+def job_launch_keys(run: Run, server_url: str) -> dict:
+    """What the server sets on its run's config: it reports here, and keeps its checkpoints in the run's directory
+    unless the user named another place."""
+    keys = {"trainer.logger": _with_dashboard(run.resolved_config), "trainer.dashboard_url": server_url}
+    if not (run.config.get("trainer") or {}).get("default_local_dir"):
+        keys["trainer.default_local_dir"] = str(Path(run.run_dir) / "checkpoints")
+    return keys
 
 
 def _with_dashboard(resolved: dict) -> list[str]:

@@ -1,41 +1,36 @@
-"""Run configs: validated with the engine's one schema (`engine.config`), stored as the user's tree, and
-turned back into a `python -m engine.main_ppo` command line for the Ray job."""
+"""Run configs: validated and resolved once with the engine's one schema (`engine.config`), stored as the user's
+tree and the resolved config; a launch writes the resolved config into the run's directory, and the Ray job runs
+`python -m engine.main_ppo --config-file` on it (the job does not resolve it again)."""
 from __future__ import annotations
 
+import copy
+import math
 import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-
-from engine.config import ConfigError, build_config, flatten, merge_trees, parse_overrides, set_dotted
-from engine.config.loader import CONFIG_DIR, canonical_nested, check_keys, load_named_config
-from engine.config.overrides import Override
+from engine.config import (CONFIG_DIR, ConfigError, apply_overrides, build_config, canonical_key, load_named_config,
+                           merge_trees, save_resolved, set_dotted)
+from engine.config import parse_command as engine_parse_command
+from engine.config import preset_names as engine_preset_names
 
 PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 # The first demo: what `python -m backend --demo` launches and the New run form opens on (the presets API says so
 # in its `demo` field). The seed's PPO with all four roles; the GRPO demo (`demo`) is the second preset.
 DEMO_PRESET = "demo_ppo"
+JOB_CONFIG = "resolved_config.json"  # in the run's directory: the config its job runs
 
 
 class RunConfigError(ValueError):
-    """A config the engine rejects: `field` is the dotted key it names (or None), `message` its words."""
+    """A config the engine rejects: `field` is the dotted key it names (or None), `message` its words, `fix`
+    what to do when the engine says so apart."""
 
-    def __init__(self, message: str, field: str | None):
+    def __init__(self, message: str, field: str | None, fix: str | None = None):
         super().__init__(message)
         self.message = message
         self.field = field
-
-
-def field_of(message: str) -> str | None:
-    named = re.match(r"^([A-Za-z_]\w*(?:\.\w+)+):", message)  # "trainer.logger: unknown logger 'x'"
-    if named:
-        return named.group(1)
-    quoted = re.search(r"'([A-Za-z_+][\w.+-]*)'", message)
-    if quoted:
-        return quoted.group(1).lstrip("+")
-    leading = re.match(r"^([A-Za-z_][\w]*(?:\.[\w]+)+)", message)
-    return leading.group(1) if leading else None
+        self.fix = fix
 
 
 def presets_dir() -> Path:
@@ -43,8 +38,7 @@ def presets_dir() -> Path:
 
 
 def preset_names() -> list[str]:
-    directory = presets_dir()
-    return sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
+    return engine_preset_names(str(presets_dir()))
 
 
 def load_preset(name: str) -> dict[str, Any]:
@@ -63,16 +57,40 @@ def validate(preset: str | None, config: dict[str, Any], overrides: list[str]) -
     if preset is not None:
         load_preset(preset)  # name check before the engine sees it
     try:
-        parsed = parse_overrides(overrides)
-        tree = dict(config)
-        for o in parsed:
-            set_dotted(tree, o.key, o.value)
-        tree = canonical_nested(tree, "")  # verl 0.9's layout is stored in the canonical one
+        tree = apply_overrides(config, overrides)  # verl 0.9's layout is stored in the canonical one
         resolved = build_config(overrides=overrides, config_name=preset, base=config)
     except ConfigError as exc:
-        message = str(exc)
-        raise RunConfigError(message, field_of(message)) from None
+        raise RunConfigError(str(exc), exc.key, exc.fix) from None
     return tree, resolved.model_dump(mode="json")
+
+
+def parse_command(text: str) -> dict[str, Any]:
+    """A pasted command line, parsed by the engine's own override grammar, keys in the canonical layout (the one
+    the form shows): {module, config_name, env, overrides: [{op, key, value, raw}], values, deleted, ignored}."""
+    cmd = engine_parse_command(text)
+    overrides = [{"op": o.op, "key": canonical_key(o.key), "value": _json_safe(o.value), "raw": o.raw}
+                 for o in cmd.overrides]
+    values: dict[str, Any] = {}
+    deleted: list[str] = []
+    for o in overrides:  # a later override wins; a delete takes back an earlier set
+        if o["op"] == "delete":
+            deleted.append(o["key"])
+            values.pop(o["key"], None)
+        else:
+            values[o["key"]] = o["value"]
+    return {"module": cmd.module, "config_name": cmd.config_name, "env": cmd.env, "overrides": overrides,
+            "values": values, "deleted": deleted, "ignored": cmd.ignored}
+
+
+def _json_safe(value: Any) -> Any:
+    """inf and nan are no JSON: as the text that was pasted (the form then says what it expects)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
 
 
 DATA_FILE_KEYS = ("train_files", "val_files")
@@ -108,12 +126,12 @@ def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
                                      field)
 
 
-# ------------------------------------------------------------------------------- back to a command line
+# ------------------------------------------------------------------------------------------- the launch
 _PLAIN = re.compile(r"^[A-Za-z_/.~][A-Za-z0-9_./:@+\-~]*$")
 
 
 def format_value(value: Any) -> str:
-    """A value in the override grammar the engine parses (Hydra's): lists [a,b], quoted strings, null."""
+    """A value as a `key=value` override writes it (Hydra's grammar): lists [a,b], quoted strings, null."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -130,29 +148,27 @@ def format_value(value: Any) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def to_overrides(tree: dict[str, Any]) -> list[str]:
-    args = []
-    for key, value in flatten(tree).items():
-        try:
-            check_keys([Override(key, value, add=False)])
-            prefix = ""
-        except ConfigError:
-            prefix = "+"  # a key the schema does not list (validated earlier as an extensible section's)
-        args.append(f"{prefix}{key}={format_value(value)}")
-    return args
+# The keys the server sets on a launch (where the job reports and keeps its checkpoints). None of them is an input
+# of a derived key or a cross-field check, so setting them on the resolved config needs no second resolve.
+LAUNCH_KEYS = ("trainer.logger", "trainer.dashboard_url", "trainer.default_local_dir")
 
 
-def job_entrypoint(python: str, workdir: str, preset: str | None, tree: dict[str, Any],
-                   forced: dict[str, Any], module: str = "engine.main_ppo") -> str:
-    args = ["-m", module]
-    if preset:
-        args += ["--config-name", preset]
-    args += to_overrides(merge(tree, _nest(forced)))
+def launch_config(resolved: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config with the server's launch keys set (only those: anything else would need resolving)."""
+    unknown = set(launch) - set(LAUNCH_KEYS)
+    if unknown:
+        raise ValueError(f"not launch keys: {sorted(unknown)}")
+    out = copy.deepcopy(resolved)
+    for key, value in launch.items():
+        set_dotted(out, key, value)
+    return out
+
+
+def write_job_config(run_dir: Path, resolved: dict[str, Any], launch: dict[str, Any]) -> Path:
+    """The config the run's job runs, in the run's directory: its resolved config plus the launch keys."""
+    return save_resolved(launch_config(resolved, launch), Path(run_dir) / JOB_CONFIG)
+
+
+def job_entrypoint(python: str, workdir: str, config_file: Path, module: str = "engine.main_ppo") -> str:
+    args = ["-m", module, "--config-file", str(config_file)]
     return f"cd {shlex.quote(workdir)} && exec {shlex.quote(python)} " + " ".join(shlex.quote(a) for a in args)
-
-
-def _nest(flat: dict[str, Any]) -> dict:
-    tree: dict = {}
-    for key, value in flat.items():
-        set_dotted(tree, key, value)
-    return tree

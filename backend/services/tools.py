@@ -24,8 +24,8 @@ def declared_tools(path: str) -> tuple[list[str], str | None]:
     """Tool names in a tool config YAML (its tool_schema.function.name entries; the classes are not imported), or
     why they cannot be read here. `builtin:tools/NAME.yaml` is the shipped file; any other path is read only when
     it is a YAML file on this machine (a run dispatched elsewhere may name a file the server does not have)."""
-    from engine.config.errors import ConfigError
-    from engine.tools.registry import resolve_path
+    from engine.config import ConfigError
+    from engine.tools import resolve_path
 
     try:
         local = resolve_path(path)

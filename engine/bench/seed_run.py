@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from engine.config import build_config
+    from engine.config import build_config, uses_reference
     from engine.main_ppo import pick_device, prepare
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.worker import TrainWorker, free_port
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer, loader, val_ds, reward_fn, total = prepare(cfg)
     t0 = time.perf_counter()
     group = recording_group(TrainWorker, (cfg, total, cfg.trainer.device))
-    uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
-    info = group.all_call("init", "127.0.0.1", free_port(), uses_ref)[0]
+    info = group.all_call("init", "127.0.0.1", free_port(), uses_reference(cfg))[0]
     trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, reward_fn, group, _Null(), total,
                          device_name=info.get("device_name"), n_params=info.get("n_params"))
     print(json.dumps({"label": args.label, "event": "ready", "seconds": round(time.perf_counter() - t0, 1),

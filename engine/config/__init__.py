@@ -1,9 +1,15 @@
-"""Run configuration: one typed schema (schema.py) used by the CLI, the API and the UI form."""
+"""Run configuration: one typed schema (schema.py) used by the CLI, the API and the UI form.
+
+The names below are the package's public face: the backend imports the engine's config through them only."""
+from engine.config.argv import config_from_argv
 from engine.config.errors import ConfigError
-from engine.config.loader import build_config, flatten, merge_trees, set_dotted, validate_tree
-from engine.config.overrides import parse_overrides
-from engine.config.resolve import world_size
+from engine.config.loader import (CONFIG_DIR, apply_overrides, build_config, flatten, load_named_config, merge_trees,
+                                  preset_names, set_dotted, validate_tree)
+from engine.config.overrides import Command, CommandOverride, parse_command, parse_overrides
+from engine.config.resolve import uses_reference, world_size
+from engine.config.resolved import load_resolved, save_resolved
 from engine.config.schema import PPOConfig, all_keys
+from engine.config.verl_layout import canonical_key
 
 
 def json_schema() -> dict:
@@ -18,4 +24,6 @@ def json_schema() -> dict:
 
 
 __all__ = ["PPOConfig", "ConfigError", "build_config", "validate_tree", "json_schema", "parse_overrides",
-           "all_keys", "flatten", "world_size", "merge_trees", "set_dotted"]
+           "parse_command", "Command", "CommandOverride", "all_keys", "flatten", "world_size", "uses_reference",
+           "merge_trees", "set_dotted", "apply_overrides", "canonical_key", "CONFIG_DIR", "preset_names",
+           "load_named_config", "save_resolved", "load_resolved", "config_from_argv"]

@@ -1,5 +1,6 @@
-"""`python -m engine.config --json-schema` prints the run-config JSON Schema; `--print [key=value ...]`
-prints the resolved config for the given overrides (or the error)."""
+"""`python -m engine.config --json-schema` prints the run-config JSON Schema; `python -m engine.config
+[--config-name NAME] [key=value ...]` prints the resolved config (or the error): a file of it runs as it is with
+`python -m engine.main_ppo --config-file FILE`."""
 import argparse
 import json
 import sys

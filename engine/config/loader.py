@@ -5,6 +5,7 @@ valid keys, wrong types get the key, the expected type and the value given.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import typing
 from pathlib import Path
@@ -100,20 +101,21 @@ def check_keys(overrides: list[Override]) -> None:
         if reason:
             close = difflib.get_close_matches(canonical_key(o.key), all_keys(), n=3, cutoff=0.85)
             if close:  # most likely a typo of a key we have
-                raise ConfigError(f"Unknown config key '{o.key}'. Did you mean: {', '.join(close)}? (A verl key of "
-                                  f"that name would be refused: {reason}.)")
-            raise ConfigError(f"'{o.key}' is a verl key that rlstudio does not support: {reason}.")
+                raise ConfigError(f"Unknown config key '{o.key}'.", o.key, f"Did you mean: {', '.join(close)}? (A "
+                                  f"verl key of that name would be refused: {reason}.)")
+            raise ConfigError(f"'{o.key}' is a verl key that rlstudio does not support: {reason}.", o.key)
         if kind == "unknown" or (kind == "extensible" and not o.add):
-            hint = suggest(o.key)
-            msg = f"Unknown config key '{o.key}'."
-            if hint:
-                msg += " Did you mean: " + ", ".join(hint) + "?"
-            if kind == "extensible":
-                msg += f" To add a new key to this section, write '+{o.key}=...'."
-            raise ConfigError(msg)
+            raise ConfigError(f"Unknown config key '{o.key}'.", o.key, _unknown_fix(o.key, kind == "extensible"))
         if kind == "section" and not isinstance(o.value, dict) and o.value is not None:
-            raise ConfigError(f"'{o.key}' is a section, not a value; set one of its keys, e.g. "
+            raise ConfigError(f"'{o.key}' is a section, not a value;", o.key, "set one of its keys, e.g. "
                               f"{', '.join(k for k in all_keys() if k.startswith(o.key + '.'))[:200]}.")
+
+
+def _unknown_fix(key: str, extensible: bool = False) -> str | None:
+    hint = suggest(key)
+    parts = (["Did you mean: " + ", ".join(hint) + "?"] if hint else []) + (
+        [f"To add a new key to this section, write '+{key}=...'."] if extensible else [])
+    return " ".join(parts) or None
 
 
 def _describe_type(err: dict) -> str:
@@ -129,9 +131,9 @@ def _describe_type(err: dict) -> str:
     return err.get("msg", "a valid value")
 
 
-def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
-    lines = []
-    seen = set()
+def validation_error(exc: ValidationError, prefix: str = "") -> ConfigError:
+    """One ConfigError for pydantic's errors: a line per key, the first key as its key."""
+    lines, seen = [], []
     for err in exc.errors():
         loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
         # Union members add their type name to the location (e.g. 'list[str]'): drop those parts.
@@ -139,7 +141,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
         key = prefix + ".".join(loc)
         if key in seen:
             continue
-        seen.add(key)
+        seen.append(key)
         if err["type"] == "extra_forbidden":
             hint = suggest(key)
             lines.append(f"Unknown config key '{key}'." + (f" Did you mean: {', '.join(hint)}?" if hint else ""))
@@ -147,16 +149,24 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
             lines.append(f"Invalid value for '{key}': {err['msg'].lower()}, got {err.get('input')!r}.")
         else:
             lines.append(f"Invalid value for '{key}': expected {_describe_type(err)}, got {err.get('input')!r}.")
-    return "\n".join(lines)
+    return ConfigError("\n".join(lines), seen[0] if seen else None)
 
 
 # --------------------------------------------------------------------------------------------- public
+def preset_names(config_path: str | None = None) -> list[str]:
+    """The named configs (`--config-name`) in `config_path`, by default the ones shipped in engine/configs/."""
+    directory = Path(config_path) if config_path else CONFIG_DIR
+    return sorted(p.stem for p in directory.glob("*.yaml")) if directory.is_dir() else []
+
+
 def load_named_config(name: str, config_path: str | None = None) -> dict:
+    """A named config's tree as written (either layout), without the defaults under it."""
     directory = Path(config_path) if config_path else CONFIG_DIR
     path = directory / (name if name.endswith(".yaml") else f"{name}.yaml")
     if not path.exists():
-        available = sorted(p.stem for p in directory.glob("*.yaml"))
-        raise ConfigError(f"Config '{name}' not found in {directory}. Available: {', '.join(available) or 'none'}.")
+        available = preset_names(str(directory))
+        raise ConfigError(f"Config '{name}' not found in {directory}.", None,
+                          f"Available: {', '.join(available) or 'none'}.")
     tree = yaml.safe_load(path.read_text()) or {}
     tree.pop("defaults", None)
     return tree
@@ -175,6 +185,15 @@ def canonical_nested(tree: dict, source: str) -> dict:
     for key, value in canonical_tree(flatten(tree), source).items():
         set_dotted(out, key, value)
     return out
+
+
+def apply_overrides(tree: dict, overrides: list[str]) -> dict:
+    """`tree` with `key=value` overrides applied, in the canonical layout: the user's own settings, before the
+    defaults and a named config are laid under them (build_config checks and resolves them)."""
+    out = copy.deepcopy(tree)
+    for o in parse_overrides(overrides):
+        set_dotted(out, o.key, o.value)
+    return canonical_nested(out, "")
 
 
 def build_config(overrides: list[str] | None = None, config_name: str | None = None,
@@ -200,7 +219,7 @@ def validate_tree(tree: dict) -> PPOConfig:
     try:
         cfg = PPOConfig.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise validation_error(exc) from None
     from engine.config.resolve import resolve
 
     return resolve(cfg)

@@ -5,7 +5,9 @@ the grammar rejects (e.g. `~/data/train.parquet`) is taken as a plain string, as
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config.errors import ConfigError
@@ -18,11 +20,16 @@ class Override:
     add: bool = False  # `+key=value`: a key that is not in the schema is allowed
 
 
-def _parse_value(raw: str) -> Any:
+@functools.cache
+def _hydra():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    return OverridesParser.create()
+
+
+def _parse_value(raw: str) -> Any:
     try:
-        parsed = OverridesParser.create().parse_override(f"x={raw}")
+        parsed = _hydra().parse_override(f"x={raw}")
         return _plain(parsed.value())
     except Exception:  # noqa: BLE001 - anything the grammar rejects is a literal string
         return raw
@@ -54,3 +61,113 @@ def parse_overrides(args: list[str]) -> list[Override]:
             raise ConfigError(f"Argument '{arg}' has an empty key segment.")
         out.append(Override(key=key, value=_parse_value(raw), add=add))
     return out
+
+
+# ------------------------------------------------------------------------------ a pasted command line
+# The New run form's paste box sends a whole command here (POST /api/v1/config/parse), so the grammar is parsed
+# in one place: the one the job itself uses.
+LAUNCHERS = {"env", "uv", "run"}
+VALUE_FLAGS = {"--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"}
+_OVERRIDE = re.compile(r"^(\+\+|\+|~)?([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)(?:=(.*))?$", re.S)
+_ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+_PYTHON = re.compile(r"(^|/)python[\d.]*$")
+
+
+@dataclass
+class CommandOverride:
+    op: str  # set (key=v), add (+key=v), force (++key=v), delete (~key or ~key=v)
+    key: str
+    value: Any  # None for a bare `~key`
+    raw: str
+
+
+@dataclass
+class Command:
+    module: str | None = None  # `-m engine.main_ppo`, or the script (`main_ppo.py`)
+    config_name: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # leading VAR=value assignments
+    overrides: list[CommandOverride] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # neither the program, its flags nor an override
+
+
+def shell_split(text: str) -> list[str]:
+    """Split like a POSIX shell (quotes removed, backslash escapes, line continuations), stopping at a pipe,
+    redirect, `;`, `&&` or comment: `... 2>&1 | tee log` ends the command."""
+    src = re.sub(r"\\\r?\n", " ", text)
+    out: list[str] = []
+    cur, in_token, i = "", False, 0
+    while i < len(src):
+        c = src[i]
+        if c == "'":
+            end = src.find("'", i + 1)
+            stop = len(src) if end == -1 else end
+            cur, in_token, i = cur + src[i + 1:stop], True, stop + 1
+        elif c == '"':
+            i += 1
+            while i < len(src) and src[i] != '"':
+                if src[i] == "\\" and i + 1 < len(src) and src[i + 1] in '"\\$`':
+                    cur, i = cur + src[i + 1], i + 2
+                else:
+                    cur, i = cur + src[i], i + 1
+            in_token, i = True, i + 1
+        elif c == "\\" and i + 1 < len(src):
+            cur, in_token, i = cur + src[i + 1], True, i + 2
+        elif c == "#" and not in_token:
+            break
+        elif c.isspace():
+            if in_token:
+                out.append(cur)
+            cur, in_token, i = "", False, i + 1
+        elif c in "|;><" or (c == "&" and not in_token):
+            if not (c == ">" and in_token and cur.isdigit()):  # `2>&1`: the 2 is no token
+                if in_token:
+                    out.append(cur)
+            return out
+        else:
+            cur, in_token, i = cur + c, True, i + 1
+    if in_token:
+        out.append(cur)
+    return out
+
+
+def parse_command(text: str) -> Command:
+    """A verl/rlstudio command line as pasted: `[VAR=v ...] [ray job submit ... --] python -m MODULE
+    [--config-name NAME] key=value ...`, or bare `key=value` lines. Values as the job parses them."""
+    tokens = shell_split(text)
+    cmd = Command()
+    i = 0
+    while i < len(tokens) and _ENV.match(tokens[i]) and "." not in tokens[i]:
+        name, value = tokens[i].split("=", 1)
+        cmd.env[name] = value
+        i += 1
+    if "--" in tokens[i:]:
+        dashdash = tokens.index("--", i)
+        if {"ray", "submit"} & set(tokens[i:dashdash]):
+            i = dashdash + 1
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token in LAUNCHERS or _PYTHON.search(token):
+            continue
+        if token == "-m" and i < len(tokens):
+            cmd.module, i = tokens[i], i + 1
+            continue
+        if token.startswith("-"):  # --config-name demo, --config-name=demo, -u
+            flag, eq, inline = token.partition("=")
+            value = inline if eq else None
+            if value is None and flag in VALUE_FLAGS and i < len(tokens):
+                value, i = tokens[i], i + 1
+            if flag in ("--config-name", "-cn"):
+                cmd.config_name = value
+            continue
+        if token.endswith(".py") and cmd.module is None and "=" not in token:
+            cmd.module = token
+            continue
+        m = _OVERRIDE.match(token)
+        if m is None or (m.group(3) is None and m.group(1) != "~"):
+            cmd.ignored.append(token)
+            continue
+        prefix, key, raw = m.groups()
+        op = {"~": "delete", "++": "force", "+": "add"}.get(prefix or "", "set")
+        cmd.overrides.append(CommandOverride(op, key, None if raw is None else _parse_value(raw), token))
+    return cmd

@@ -304,7 +304,7 @@ def refuse_unsupported(cfg, keys: list[str]) -> None:
             if not refusal.accepts(value, _get(defaults, key)):
                 spelled = ", ".join(verl_spellings(key))
                 raise ConfigError(f"{key}={value!r}{f' (verl 0.9: {spelled})' if spelled else ''} is not supported: "
-                                  f"{refusal.reason}.")
+                                  f"{refusal.reason}.", key)
     _refuse_combinations(cfg)
 
 
@@ -316,4 +316,4 @@ def _refuse_combinations(cfg) -> None:
                 f"{role}.fsdp_config.param_offload={fsdp.param_offload} with optimizer_offload="
                 f"{fsdp.optimizer_offload}: FSDP2's CPU offload moves parameters, gradients and optimizer state "
                 "together (the step runs on the CPU), so one cannot be offloaded without the other; set both (or "
-                "offload_policy=True) or neither.")
+                "offload_policy=True) or neither.", f"{role}.fsdp_config.param_offload")

@@ -26,7 +26,7 @@ def logger_names(value) -> list[str]:
             close = difflib.get_close_matches(str(name), known, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"trainer.logger: unknown logger '{name}'.{hint} Known: {', '.join(known)} "
-                              f"(e.g. trainer.logger=[console,file]).")
+                              f"(e.g. trainer.logger=[console,file]).", "trainer.logger")
     return listed
 
 
@@ -46,14 +46,14 @@ def _check_rollout_correction(cfg: PPOConfig) -> None:
         if rc.rollout_rs is not None:
             parse_rs(rc.rollout_rs, rc.rollout_rs_threshold)
     except ValueError as exc:
-        raise ConfigError(f"{prefix}: {exc}") from None
+        raise ConfigError(f"{prefix}: {exc}", prefix) from None
     if rc.rollout_is is None and rc.rollout_rs is None:
         return
     hf_decode = str((getattr(rollout.engine_kwargs, "hf", None) or {}).get("decode", "auto"))
     if rollout.name in ("hf", "naive") and hf_decode == "generate":
         raise ConfigError(f"{prefix}.rollout_is/rollout_rs need the rollout's log-probs, which transformers' generate "
                           "does not return: use actor_rollout_ref.rollout.name=vllm or "
-                          "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
+                          "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static", f"{prefix}.rollout_is")
 
 
 def _check_dapo(cfg: PPOConfig) -> None:
@@ -61,19 +61,22 @@ def _check_dapo(cfg: PPOConfig) -> None:
     fg, rm = cfg.algorithm.filter_groups, cfg.reward_model
     if fg.enable and fg.metric is None:
         raise ConfigError("algorithm.filter_groups.enable=True needs algorithm.filter_groups.metric (reward, acc, score, "
-                          "seq_reward or seq_final_reward)")
+                          "seq_reward or seq_final_reward)", "algorithm.filter_groups.metric")
     if fg.enable and fg.metric == "seq_final_reward" and cfg.algorithm.use_kl_in_reward:
         raise ConfigError("algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=True is not "
-                          "supported (the KL penalty comes after filtering): use seq_reward")
+                          "supported (the KL penalty comes after filtering): use seq_reward",
+                          "algorithm.filter_groups.metric")
     ob = rm.reward_kwargs.overlong_buffer_cfg
     if ob.enable:
         if rm.reward_manager != "dapo":
             raise ConfigError("reward_model.reward_kwargs.overlong_buffer_cfg.enable=True needs "
-                              "reward_model.reward_manager=dapo (as in verl)")
+                              "reward_model.reward_manager=dapo (as in verl)",
+                              "reward_model.reward_kwargs.overlong_buffer_cfg.enable")
         rm.reward_kwargs.max_resp_len = rm.reward_kwargs.max_resp_len or cfg.data.max_response_length
         if not 0 < ob.len <= rm.reward_kwargs.max_resp_len:
             raise ConfigError(f"reward_model.reward_kwargs.overlong_buffer_cfg.len={ob.len} must be > 0 and at most "
-                              f"reward_model.reward_kwargs.max_resp_len={rm.reward_kwargs.max_resp_len}")
+                              f"reward_model.reward_kwargs.max_resp_len={rm.reward_kwargs.max_resp_len}",
+                              "reward_model.reward_kwargs.overlong_buffer_cfg.len")
 
 
 def _check_trainer_mode(cfg: PPOConfig) -> None:
@@ -84,7 +87,8 @@ def _check_trainer_mode(cfg: PPOConfig) -> None:
         raise ConfigError(
             f"trainer.v1.trainer_mode={tr.v1.trainer_mode} is not supported: rlstudio runs verl's synchronous trainer "
             "(each step generates, then updates, on the same workers); the asynchronous modes colocate_async and "
-            "separate_async are not built yet. Set trainer.v1.trainer_mode=sync (or remove the key).")
+            "separate_async are not built yet. Set trainer.v1.trainer_mode=sync (or remove the key).",
+            "trainer.v1.trainer_mode")
 
 
 def _runtime_env(cfg: PPOConfig) -> None:
@@ -94,7 +98,8 @@ def _runtime_env(cfg: PPOConfig) -> None:
     if "env_vars" in env:
         if not isinstance(env["env_vars"], dict):
             raise ConfigError(f"ray_init.runtime_env.env_vars: must be a mapping of names to values, one key each "
-                              f"(verl 0.9: ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1); got {env['env_vars']!r}.")
+                              f"(verl 0.9: ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1); got {env['env_vars']!r}.",
+                              "ray_init.runtime_env.env_vars")
         # `env_vars.OMP_NUM_THREADS=4` parses as a number; an environment holds strings
         env["env_vars"] = {str(k): str(v) for k, v in env["env_vars"].items() if v is not None}
     if env:
@@ -108,7 +113,7 @@ def _runtime_env(cfg: PPOConfig) -> None:
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"ray_init.runtime_env: not a runtime environment Ray accepts (verl 0.9: "
                                   f"ray_kwargs.ray_init.runtime_env): {exc} Fix or remove the key (see Ray's "
-                                  "runtime_env documentation).") from None
+                                  "runtime_env documentation).", "ray_init.runtime_env") from None
     cfg.ray_init.runtime_env = env
 
 
@@ -156,10 +161,10 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         critic.enable = alg.adv_estimator == "gae"
     if alg.adv_estimator == "gae" and not critic.enable:
         raise ConfigError("algorithm.adv_estimator=gae needs a critic: remove critic.enable=False or choose "
-                          "algorithm.adv_estimator=grpo.")
+                          "algorithm.adv_estimator=grpo.", "algorithm.adv_estimator")
     if alg.adv_estimator in GROUP_ESTIMATORS and n < 2:
         raise ConfigError(f"algorithm.adv_estimator={alg.adv_estimator} compares samples of the same prompt: set "
-                          f"actor_rollout_ref.rollout.n to 2 or more (e.g. 8); it is {n}.")
+                          f"actor_rollout_ref.rollout.n to 2 or more (e.g. 8); it is {n}.", "algorithm.adv_estimator")
     critic.model.path = critic.model.path or actor_rollout_ref.model.path
     critic.ppo_mini_batch_size = critic.ppo_mini_batch_size or actor.ppo_mini_batch_size
     critic.ppo_epochs = critic.ppo_epochs or actor.ppo_epochs
@@ -170,18 +175,22 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     bsz = data.train_batch_size
     if actor.ppo_mini_batch_size > bsz:
         raise ConfigError(f"actor_rollout_ref.actor.ppo_mini_batch_size ({actor.ppo_mini_batch_size}) is larger "
-                          f"than data.train_batch_size ({bsz}); make it at most {bsz}.")
+                          f"than data.train_batch_size ({bsz}); make it at most {bsz}.",
+                          "actor_rollout_ref.actor.ppo_mini_batch_size")
     if bsz % actor.ppo_mini_batch_size:
         raise ConfigError(f"data.train_batch_size ({bsz}) must be a multiple of "
-                          f"actor_rollout_ref.actor.ppo_mini_batch_size ({actor.ppo_mini_batch_size}).")
+                          f"actor_rollout_ref.actor.ppo_mini_batch_size ({actor.ppo_mini_batch_size}).",
+                          "data.train_batch_size")
     if (bsz * n) % world:
         raise ConfigError(f"data.train_batch_size × rollout.n = {bsz * n} sequences cannot be split evenly over "
-                          f"{world} workers (trainer.nnodes × trainer.n_gpus_per_node); change one of them.")
+                          f"{world} workers (trainer.nnodes × trainer.n_gpus_per_node); change one of them.",
+                          "data.train_batch_size")
     for role, mini in (("actor_rollout_ref.actor", actor.ppo_mini_batch_size),
                        ("critic", critic.ppo_mini_batch_size)):
         if (mini * n) % world:
             raise ConfigError(f"{role}.ppo_mini_batch_size × rollout.n = {mini * n} sequences cannot be split "
-                              f"evenly over {world} workers; make it a multiple of {world}.")
+                              f"evenly over {world} workers; make it a multiple of {world}.",
+                              f"{role}.ppo_mini_batch_size")
     per_worker_mini = actor.ppo_mini_batch_size * n // world
     if actor.ppo_micro_batch_size_per_gpu is None:
         if actor.ppo_micro_batch_size:
@@ -193,7 +202,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     if not actor.use_dynamic_bsz and per_worker_mini % actor.ppo_micro_batch_size_per_gpu:
         raise ConfigError(
             f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu ({actor.ppo_micro_batch_size_per_gpu}) must "
-            f"divide the per-worker mini-batch (ppo_mini_batch_size × rollout.n / workers = {per_worker_mini}).")
+            f"divide the per-worker mini-batch (ppo_mini_batch_size × rollout.n / workers = {per_worker_mini}).",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
     for section in (rollout, ref):
         if section.log_prob_micro_batch_size_per_gpu is None:
             section.log_prob_micro_batch_size_per_gpu = (
@@ -207,15 +217,23 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     critic.ppo_micro_batch_size_per_gpu = min(critic.ppo_micro_batch_size_per_gpu, critic_per_worker)
     if critic.enable and not critic.use_dynamic_bsz and critic_per_worker % critic.ppo_micro_batch_size_per_gpu:
         raise ConfigError(f"critic.ppo_micro_batch_size_per_gpu ({critic.ppo_micro_batch_size_per_gpu}) must divide "
-                          f"the per-worker critic mini-batch ({critic_per_worker}).")
+                          f"the per-worker critic mini-batch ({critic_per_worker}).",
+                          "critic.ppo_micro_batch_size_per_gpu")
     if critic.forward_micro_batch_size_per_gpu is None:
         critic.forward_micro_batch_size_per_gpu = (
             max(1, critic.forward_micro_batch_size // world) if critic.forward_micro_batch_size
             else critic.ppo_micro_batch_size_per_gpu)
 
     if tr.resume_mode == "resume_path" and not tr.resume_from_path:
-        raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<checkpoint dir>.")
+        raise ConfigError("trainer.resume_mode=resume_path needs trainer.resume_from_path=<checkpoint dir>.",
+                          "trainer.resume_from_path")
     if rollout.tensor_model_parallel_size > world:
         raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size "
-                          f"({rollout.tensor_model_parallel_size}) exceeds the {world} workers.")
+                          f"({rollout.tensor_model_parallel_size}) exceeds the {world} workers.",
+                          "actor_rollout_ref.rollout.tensor_model_parallel_size")
     return cfg
+
+
+def uses_reference(cfg: PPOConfig) -> bool:
+    """The run keeps a frozen reference policy: a KL term needs its log-probs (in the reward or in the loss)."""
+    return bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)

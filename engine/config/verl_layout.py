@@ -169,7 +169,7 @@ def canonical_tree(flat: dict[str, Any], source: str = "") -> dict[str, Any]:
         canon = canonical_key(key)
         if canon in out and out[canon] != value and spelled[canon] != key:
             raise ConfigError(f"'{spelled[canon]}' and '{key}' are two spellings of one key ({canon}) with different "
-                              f"values ({out[canon]!r} and {value!r}){source}; keep one.")
+                              f"values ({out[canon]!r} and {value!r}){source};", canon, "keep one.")
         out[canon] = value
         spelled[canon] = key
     return out

@@ -46,7 +46,7 @@ def resolve_path(path: str) -> str:
         shipped = sorted(f for f in os.listdir(CONFIGS) if f.endswith(".yaml"))
         if name not in shipped:
             raise ConfigError(f"{KEY}={path!r}: no such built-in tool config; built in: "
-                              f"{', '.join(BUILTIN + f for f in shipped)}")
+                              f"{', '.join(BUILTIN + f for f in shipped)}", KEY)
         return os.path.join(CONFIGS, name)
     return os.path.expanduser(path)
 
@@ -54,18 +54,19 @@ def resolve_path(path: str) -> str:
 def load_tools(path: str | None) -> list[Tool]:
     """The tools a config file declares, instantiated; a ConfigError names the file, the entry and the fix."""
     if not path:
-        raise ConfigError(f"{KEY} is not set: multi-turn rollouts need a tool config YAML (see engine/tools/README.md)")
+        raise ConfigError(f"{KEY} is not set: multi-turn rollouts need a tool config YAML (see engine/tools/README.md)",
+                          KEY)
     path = resolve_path(path)
     if not os.path.isfile(path):
-        raise ConfigError(f"{KEY}={path!r}: no such file")
+        raise ConfigError(f"{KEY}={path!r}: no such file", KEY)
     try:
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{KEY}={path!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{KEY}={path!r} is not valid YAML: {exc}", KEY) from None
     entries = doc.get("tools") if isinstance(doc, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{KEY}={path!r}: expected a non-empty list under 'tools:'")
+        raise ConfigError(f"{KEY}={path!r}: expected a non-empty list under 'tools:'", KEY)
     tools: list[Tool] = []
     for i, entry in enumerate(entries):
         where = f"{KEY}={path!r}, tools[{i}]"
@@ -84,5 +85,5 @@ def load_tools(path: str | None) -> list[Tool]:
         tools.append(tool)
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
-        raise ConfigError(f"{KEY}={path!r}: tool names must be distinct, got {names}")
+        raise ConfigError(f"{KEY}={path!r}: tool names must be distinct, got {names}", KEY)
     return tools

@@ -16,7 +16,7 @@ import uuid
 import torch
 
 from engine.algos.kl import make_kl_controller
-from engine.config.resolve import world_size
+from engine.config.resolve import uses_reference, world_size
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
@@ -60,7 +60,7 @@ class PPOTrainer:
         self.n_params = n_params
         alg = cfg.algorithm
         self.use_critic = bool(cfg.critic.enable)
-        self.use_reference = alg.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss
+        self.use_reference = uses_reference(cfg)
         self.kl_ctrl = make_kl_controller(alg.kl_ctrl.type, alg.kl_ctrl.kl_coef, alg.kl_ctrl.target_kl,
                                           alg.kl_ctrl.horizon) if alg.use_kl_in_reward else None
         actor = cfg.actor_rollout_ref.actor

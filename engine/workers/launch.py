@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from engine.config import ConfigError, world_size
+from engine.config import ConfigError, uses_reference, world_size
 from engine.distributed.worker_group import InProcessWorkerGroup, WorkerGroup
 
 
@@ -119,7 +119,7 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
 
     worker_cls = worker_cls or TrainWorker
 
-    uses_ref = bool(cfg.algorithm.use_kl_in_reward or cfg.actor_rollout_ref.actor.use_kl_loss)
+    uses_ref = uses_reference(cfg)
     owns_ray = False
     group = None
     try:

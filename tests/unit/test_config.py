@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from engine.config import ConfigError, build_config, json_schema, parse_overrides
+from engine.config import (CONFIG_DIR, ConfigError, build_config, config_from_argv, json_schema, load_resolved,
+                           parse_overrides, save_resolved, uses_reference)
 from engine.config.loader import validate_tree
 
 
@@ -86,14 +87,13 @@ def test_batch_size_checks():
     assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 12  # largest divisor of 24 that is <= 16
 
 
-@pytest.mark.parametrize("override", ["actor_rollout_ref.model.lora_rank=8", "critic.model.lora_rank=4",
-                                      "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
+@pytest.mark.parametrize("override", ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
                                       "critic.ulysses_sequence_parallel_size=2"])
 def test_unimplemented_verl_features_are_refused_by_name(override):
     key = override.split("=")[0]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*not supported"):
         build_config([override])
-    build_config([key + ("=0" if "lora" in key else "=1")])  # the default stays accepted
+    build_config([key + "=1"])  # the default stays accepted
 
 
 def test_named_configs_validate():
@@ -133,3 +133,71 @@ def test_misspelt_logger_is_refused_by_the_config_check():
     with pytest.raises(ConfigError, match="Did you mean 'tensorboard'"):
         build_config(["trainer.logger=[console,tensorbord]"])
     assert build_config(["trainer.logger=console"]).trainer.logger == ["console"]
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["trainer.total_trainig_steps=2"], "trainer.total_trainig_steps"),  # unknown: the key as written
+    (["trainer.total_epochs=many"], "trainer.total_epochs"),  # wrong type
+    (["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4"], "data.train_batch_size"),
+    (["trainer.logger=[console,tensorbord]"], "trainer.logger"),
+    (["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=1"], "algorithm.adv_estimator"),
+    (["critic.fsdp.param_offload=True", "critic.model.fsdp_config.param_offload=False"],  # two spellings of one key
+     "critic.model.fsdp_config.param_offload"),
+])
+def test_a_config_error_carries_its_key(overrides, key):
+    with pytest.raises(ConfigError) as err:
+        build_config(overrides)
+    assert err.value.key == key
+
+
+def test_a_config_error_carries_its_fix_apart_and_in_its_text():
+    with pytest.raises(ConfigError) as err:
+        build_config(["actor_rollout_ref.actor.optim.lrr=1e-6"])
+    exc = err.value
+    assert exc.message == "Unknown config key 'actor_rollout_ref.actor.optim.lrr'."
+    assert exc.fix.startswith("Did you mean: actor_rollout_ref.actor.optim.lr")
+    assert str(exc) == f"{exc.message} {exc.fix}"
+
+
+def test_a_resolved_config_file_is_read_as_it_is(tmp_path):
+    cfg = build_config(["trainer.total_training_steps=3", "actor_rollout_ref.actor.optim.clip_grad=0.7"],
+                       config_name="demo")
+    path = save_resolved(cfg, tmp_path / "resolved.json")
+    again = config_from_argv(["--config-file", str(path)])
+    assert again.model_dump() == cfg.model_dump() and again.actor_rollout_ref.actor.grad_clip == 0.7
+    # what `python -m engine.config` prints is such a file
+    printed = subprocess.run([sys.executable, "-m", "engine.config", "--config-name", "demo",
+                              "trainer.total_training_steps=3", "actor_rollout_ref.actor.optim.clip_grad=0.7"],
+                             capture_output=True, text=True, check=True).stdout
+    (tmp_path / "printed.json").write_text(printed)
+    assert load_resolved(tmp_path / "printed.json").model_dump() == cfg.model_dump()
+
+
+def test_a_config_file_refuses_what_it_cannot_take_as_it_is(tmp_path):
+    path = save_resolved(build_config([]), tmp_path / "resolved.json")
+    with pytest.raises(ConfigError, match="cannot be combined with: data.train_batch_size=8") as err:
+        config_from_argv(["--config-file", str(path), "data.train_batch_size=8"])
+    assert "Edit the file" in err.value.fix
+    (tmp_path / "preset.json").write_text(json.dumps({"data": {"train_batch_size": 8}}))  # never resolved
+    with pytest.raises(ConfigError, match="not a resolved config") as err:
+        config_from_argv(["--config-file", str(tmp_path / "preset.json")])
+    assert "python -m engine.config [--config-name NAME] [key=value ...] > FILE" in err.value.fix
+    (tmp_path / "bad.json").write_text(json.dumps({**json.loads(path.read_text()), "nope": 1}))
+    with pytest.raises(ConfigError) as err:
+        config_from_argv(["--config-file", str(tmp_path / "bad.json")])
+    assert err.value.key == "nope"
+    with pytest.raises(ConfigError, match="no such file"):
+        config_from_argv(["--config-file", str(tmp_path / "missing.json")])
+
+
+def test_the_verl_command_line_stays_as_it_was():
+    cfg = config_from_argv(["--config-name=demo", "-cp", str(CONFIG_DIR), "trainer.total_training_steps=4"])
+    assert cfg == build_config(["trainer.total_training_steps=4"], config_name="demo")
+
+
+def test_uses_reference_is_the_kl_terms():
+    assert uses_reference(build_config([], config_name="demo_ppo"))  # KL in the reward
+    assert not uses_reference(build_config(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=2",
+                                            "actor_rollout_ref.actor.use_kl_loss=False"]))
+    assert uses_reference(build_config(["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=2",
+                                        "actor_rollout_ref.actor.use_kl_loss=True"]))

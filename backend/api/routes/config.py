@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, status
 from sqlmodel import Field, SQLModel
@@ -35,6 +35,28 @@ class ConfigChecked(SQLModel):
     resolved_config: dict[str, Any]
 
 
+class CommandText(SQLModel):
+    command: str = Field(max_length=200_000, description="A command line as pasted: `[VAR=v] python -m "
+                         "verl.trainer.main_ppo [--config-name NAME] key=value ...`, or bare `key=value` lines.")
+
+
+class ParsedOverride(SQLModel):
+    op: Literal["set", "add", "force", "delete"] = Field(description="key=v, +key=v, ++key=v, ~key")
+    key: str = Field(description="the key in the canonical layout (verl 0.9's spelling mapped)")
+    value: Any = Field(default=None, description="the value as the engine's override grammar reads it")
+    raw: str = Field(description="the token as written")
+
+
+class ParsedCommand(SQLModel):
+    module: str | None = Field(description="`-m MODULE` or the script; None for bare overrides")
+    config_name: str | None
+    env: dict[str, str] = Field(description="leading VAR=value assignments")
+    overrides: list[ParsedOverride]
+    values: dict[str, Any] = Field(description="key -> value of the set/add/force overrides, a later one winning")
+    deleted: list[str]
+    ignored: list[str] = Field(description="tokens that are neither the program, its flags nor an override")
+
+
 @router.get("/schema")
 def get_config_schema() -> dict[str, Any]:
     """The engine's run-config JSON Schema (the one the API validates with and the UI builds its form from)."""
@@ -57,6 +79,12 @@ def get_preset(name: str):
         return Preset(name=name, config=run_config.load_preset(name))
     except RunConfigError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, exc.message) from None
+
+
+@router.post("/parse", response_model=ParsedCommand)
+def parse_command(body: CommandText):
+    """A pasted command line parsed as the engine parses its arguments (the New run form fills itself from it)."""
+    return run_config.parse_command(body.command)
 
 
 @router.post("/validate", response_model=ConfigChecked)

@@ -1,5 +1,6 @@
-"""A real, tiny stand-in for `engine.main_ppo` that the dispatch tests launch as a Ray job: it parses the
-same kind of command line, logs through the real DashboardLogger, and can run long (to be cancelled).
+"""A real, tiny stand-in for `engine.main_ppo` that the dispatch tests launch as a Ray job: it reads its config
+from the same command line (the server's `--config-file`), logs through the real DashboardLogger, and can run
+long (to be cancelled).
 It records its own pid and a child process's pid in the run directory, so a test can check they die."""
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import subprocess
 import sys
 import time
 
-from engine.config import build_config
+from engine.config import config_from_argv
 from engine.loggers.dashboard import DashboardLogger
 from engine.trainer.hold import hold_after
 
 
 def main(argv: list[str]) -> None:
-    preset = None
-    if argv[:1] == ["--config-name"]:
-        preset, argv = argv[1], argv[2:]
-    cfg = build_config(overrides=argv, config_name=preset)
+    cfg = config_from_argv(argv)
     steps = cfg.trainer.total_training_steps or 3
     extra = cfg.trainer.model_extra or {}  # `+trainer.tiny_step_seconds=5`, `+trainer.tiny_fail=true`
     step_seconds = float(extra.get("tiny_step_seconds", 0.05))
