@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from engine.checkpoint.export import HF_FILES_DIR, save_hf_files
 
@@ -41,7 +41,7 @@ def save_role(directory: str, module, optimizer, scheduler, rank: int, world: in
         save_hf_files(module, tokenizer, os.path.join(directory, HF_FILES_DIR))
     extra = {"scheduler": scheduler.state_dict(), "world": world, "rng": rng_state()}
     torch.save(extra, os.path.join(directory, f"extra_state_rank_{rank}.pt"))
-    model_sd, optim_sd = get_state_dict(module, optimizer)
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=_options(module))
     if background_group is None:
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=directory)
         dist.barrier()
@@ -54,11 +54,20 @@ def save_role(directory: str, module, optimizer, scheduler, rank: int, world: in
     return result
 
 
+def _options(module) -> StateDictOptions:
+    """A role with frozen weights (a LoRA adapter on its base model) saves and loads only what it trains: the base
+    is the model path's, unchanged, and the checkpoint stays the adapter's size."""
+    frozen = any(not p.requires_grad for p in module.parameters())
+    return StateDictOptions(ignore_frozen_params=frozen, strict=not frozen)  # loading: the base keeps its weights
+
+
 def load_role(directory: str, module, optimizer, scheduler, rank: int, world: int) -> None:
-    model_sd, optim_sd = get_state_dict(module, optimizer)
+    options = _options(module)
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=options)
     state = {"model": model_sd, "optim": optim_sd}
     dcp.load(state, checkpoint_id=directory)
-    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"],
+                   options=options)
     path = os.path.join(directory, f"extra_state_rank_{rank}.pt")
     if not os.path.exists(path):
         path = os.path.join(directory, "extra_state_rank_0.pt")  # fewer ranks saved than load now

@@ -42,6 +42,12 @@ READ_BY: dict[str, str] = {
     "*.checkpoint.async_save": "engine/workers/worker.py",
     "actor_rollout_ref.model.use_remove_padding": "engine/workers/worker.py",
     "critic.model.use_remove_padding": "engine/workers/critic.py",
+    # verl gathers a LoRA actor's base weights layer by layer for vLLM when True; here they always stream one
+    # parameter at a time, so both values are accepted (True is acknowledged once)
+    "actor_rollout_ref.rollout.layered_summon": "engine/rollout/vllm_rollout.py",
+    # LoRA: the worker wraps the role (engine/adapters/lora.py); the rollout reads merged weights
+    **{f"{role}.model.{key}": "engine/adapters/lora.py" for role in ("actor_rollout_ref", "critic")
+       for key in ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")},
     "*.model.trust_remote_code": "engine/workers/worker.py",
     "actor_rollout_ref.actor.ppo_mini_batch_size": "engine/workers/actor.py",
     "actor_rollout_ref.actor.ppo_micro_batch_size": "engine/config/resolve.py",
@@ -228,9 +234,6 @@ REFUSED: dict[str, Refusal] = {
     "actor_rollout_ref.model.use_liger": Refusal((False,), "Liger kernels are not used"),
     "actor_rollout_ref.model.use_fused_kernels": Refusal((False,), "verl's fused log-prob kernels are not used "
                                                                    "(rlstudio computes log-probs in chunks)"),
-    "*.lora_rank": Refusal((0,), "LoRA is not supported yet; remove the key (or set it to 0) to train all weights"),
-    "*.lora_alpha": Refusal((16,), "LoRA is not supported yet"),
-    "*.target_modules": Refusal(("all-linear",), "LoRA is not supported yet"),
     "*.strategy": Refusal(("fsdp", "fsdp2"), "both run as FSDP2"),
     "*.ulysses_sequence_parallel_size": Refusal((1,), "Ulysses sequence parallelism is not supported yet; set it to 1 "
                                                       "(sequences are sharded by FSDP2 data parallelism only)"),
@@ -263,7 +266,6 @@ REFUSED: dict[str, Refusal] = {
     "reward_model.launch_reward_fn_async": Refusal((False,), "rewards are computed synchronously"),
     "actor_rollout_ref.rollout.mode": Refusal(("sync",), "the rollout runs synchronously inside the workers; verl's "
                                                          "async (agent-loop server) mode is not implemented"),
-    "actor_rollout_ref.rollout.layered_summon": Refusal((False,), "weights are gathered one parameter at a time"),
     "actor_rollout_ref.rollout.calculate_log_probs": Refusal((True,), "the vllm and static-cache rollouts always "
                                                                       "return their log-probs; no switch to skip them"),
     "algorithm.rollout_correction.bypass_mode": Refusal((False,), "verl's bypass mode is not implemented"),

@@ -102,9 +102,15 @@ class ModelConfig(Section):
     use_liger: bool = False
     use_fused_kernels: bool = False
     trust_remote_code: bool = False
-    lora_rank: int = 0
-    lora_alpha: int = 16
-    target_modules: Union[str, list[str]] = "all-linear"
+    lora_rank: int = Field(0, ge=0, description="LoRA adapter rank (0 = train all weights). With LoRA the reference "
+                                                "is the base model with the adapter off (no second copy).")
+    lora_alpha: int = Field(16, gt=0, description="LoRA scale numerator: the adapter adds (lora_alpha / lora_rank) · B A.")
+    target_modules: Union[str, list[str]] = Field(
+        "all-linear", description="Linear layers that get an adapter: all-linear (every one but the output layer) or "
+                                  "a list of names, e.g. [q_proj,v_proj].")
+    exclude_modules: Optional[Union[str, list[str]]] = Field(None, description="Layers left without an adapter.")
+    lora_adapter_path: Optional[str] = Field(None, description="Start from a saved PEFT adapter (a directory with "
+                                                              "adapter_config.json).")
 
 
 class CheckpointConfig(Section):
@@ -269,9 +275,12 @@ class CriticModelConfig(Section):
                           "supports it, off on CPU.")
     trust_remote_code: bool = False
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
-    lora_rank: int = 0
-    lora_alpha: int = 16
+    lora_rank: int = Field(0, ge=0, description="LoRA adapter rank of the critic (0 = train all weights); its value "
+                                                "head trains in full.")
+    lora_alpha: int = Field(16, gt=0)
     target_modules: Union[str, list[str]] = "all-linear"
+    exclude_modules: Optional[Union[str, list[str]]] = None
+    lora_adapter_path: Optional[str] = None
 
 
 class CriticOptimConfig(OptimConfig):

@@ -60,7 +60,8 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("*profiler*", _PROFILER), ("*profile*", _PROFILER), ("*prometheus*", _PROFILER), ("*.trace.*", _PROFILER),
     ("actor_rollout_ref.rollout.multi_turn*", _AGENT), ("actor_rollout_ref.rollout.agent.*", _AGENT),
     ("data.tool_config_path", _AGENT), ("data.function_tool_path", _AGENT),
-    ("*lora*", "LoRA is not supported yet: all weights are trained"),
+    ("*lora*", "this LoRA option is not supported (supported: lora_rank, lora_alpha, target_modules, exclude_modules, "
+               "lora_adapter_path)"),
     ("*.qat.*", "quantization-aware training is not supported"),
     ("*quantization*", "quantized rollouts are not supported"),
     ("*.mtp*", "multi-token prediction is not supported"),

@@ -40,6 +40,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from engine.adapters import lora
+
 ATTN_NAME = "rlstudio_static"
 # torch.compile backend of `compile_step`; CPU tests use "aot_eager": the same tracing, guards and dynamic-shape
 # recompiles without inductor's C++ code generation, which is not what runs on a GPU anyway
@@ -172,8 +174,11 @@ class StaticDecoder:
             self.twin = twin
             if self.compile_blocks and not self.compile_step:
                 self._prepare_compiled_blocks(twin)
-        src_params = dict(self.src.named_parameters(remove_duplicate=False))
-        src_buffers = dict(self.src.named_buffers(remove_duplicate=False))
+        # a LoRA actor: its weights with the adapter merged, under the plain model's names (computed per bind)
+        src_params = dict(lora.merged_weights(self.src)) if lora.is_lora(self.src) else \
+            dict(self.src.named_parameters(remove_duplicate=False))
+        src_buffers = {lora.plain_name(k) if lora.is_lora(self.src) else k: v
+                       for k, v in self.src.named_buffers(remove_duplicate=False)}
         for name, _ in list(self.twin.named_parameters(remove_duplicate=False)):
             if name not in src_params:
                 raise RuntimeError(f"static decode: the actor module has no parameter {name}")

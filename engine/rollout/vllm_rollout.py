@@ -26,6 +26,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from engine.adapters import lora
 from engine.protocol import Batch
 from engine.rollout.hf_rollout import assemble, eos_ids
 
@@ -101,8 +102,12 @@ def sampling_kwargs(rollout_cfg, validate: bool) -> dict:
 # ---- weights ---------------------------------------------------------------------------------------------
 def streamed_weights(module, dtype: torch.dtype | None = None):
     """(name, full tensor) per parameter of an FSDP2 module, gathered one at a time (collective: every rank
-    iterates in the same order). Only one gathered parameter exists at any moment."""
-    for name, tensor in module.state_dict().items():
+    iterates in the same order). Only one gathered parameter exists at any moment. A LoRA actor streams its
+    weights with the adapter merged, under the plain model's names: vLLM loads a plain model, and the merge costs
+    one matrix product per adapted layer, where vLLM's own LoRA path would need its adapter manager enabled at
+    start-up and an adapter file per step."""
+    items = lora.merged_weights(module) if lora.is_lora(module) else module.state_dict().items()
+    for name, tensor in items:
         if hasattr(tensor, "full_tensor"):
             tensor = tensor.full_tensor()
         yield name, tensor.detach().to(dtype) if dtype is not None else tensor.detach()
@@ -147,6 +152,9 @@ class VLLMRollout:
             raise RolloutSetupError(f"actor_rollout_ref.rollout.tensor_model_parallel_size ({self.tp}) must divide "
                                     f"the number of workers ({world}).")
         self.tp_group = self._tp_group() if self.tp > 1 else None
+        if rollout_cfg.layered_summon and rank == 0:  # verl's memory saver for LoRA syncs: what happens anyway
+            print("[rlstudio] vLLM: layered_summon=True: weights already stream to vLLM one parameter at a time",
+                  flush=True)
         vllm = import_vllm()
         hf_config = actor_module.config
         check_model_supported(hf_config, device)

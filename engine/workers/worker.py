@@ -17,6 +17,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from engine.adapters import lora
 from engine.checkpoint.export import hf_class, write_hf_model
 from engine.checkpoint.sharded import background_writer, load_role, save_role
 from engine.distributed.fsdp import DTYPES, full_state_dict, shard_model
@@ -112,7 +113,8 @@ class TrainWorker:
         micro = self._auto_micro_batches() if cfg.trainer.auto_micro_batch and self.device_type == "cuda" else None
         return {"rank": self.rank, "device": str(self.device),
                 "device_name": torch.cuda.get_device_name(0) if self.device_type == "cuda" else "cpu",
-                "n_params": sum(p.numel() for p in self.actor_module.parameters()), "micro_batching": micro}
+                "n_params": sum(p.numel() for p in self.actor_module.parameters()),
+                "n_trainable_params": lora.parameter_counts(self.actor_module)["trainable"], "micro_batching": micro}
 
     def _auto_micro_batches(self) -> str:
         """trainer.auto_micro_batch (engine/workers/auto_micro.py): token budgets from free GPU memory and
@@ -207,10 +209,14 @@ class TrainWorker:
         if actor_rollout_ref.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
+        if lora.enabled(actor_rollout_ref.model):
+            model = lora.wrap(model, actor_rollout_ref.model)  # before compile and sharding: they see its layers
         if actor_rollout_ref.actor.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
         self.actor_module = self._shard(model, actor_rollout_ref.actor.fsdp_config, compute)
-        optimizer = build_optimizer(self.actor_module.parameters(), actor_rollout_ref.actor.optim, self.device_type)
+        # only what requires gradients: with LoRA the adapter, so AdamW keeps state for it alone
+        optimizer = build_optimizer([p for p in self.actor_module.parameters() if p.requires_grad],
+                                    actor_rollout_ref.actor.optim, self.device_type)
         scheduler = build_scheduler(optimizer, actor_rollout_ref.actor.optim, self.total_steps)
         return Actor(self.actor_module, optimizer, scheduler, actor_rollout_ref.actor,
                      temperature=actor_rollout_ref.rollout.temperature, rollout_n=actor_rollout_ref.rollout.n,
@@ -218,6 +224,9 @@ class TrainWorker:
 
     def _build_reference(self) -> Reference:
         actor_rollout_ref = self.cfg.actor_rollout_ref
+        if lora.enabled(actor_rollout_ref.model):  # the base model is the actor with its adapter off: no copy
+            return Reference(self.actor_module, actor_rollout_ref.ref, temperature=actor_rollout_ref.rollout.temperature,
+                             remove_padding=actor_rollout_ref.model.use_remove_padding, adapter_off=True)
         dtype = torch.bfloat16 if self.device_type == "cuda" else torch.float32
         model = self._load_lm(actor_rollout_ref.model.path, actor_rollout_ref.model, dtype=dtype,
                               packed_key=self._packed_key("ref"))
@@ -235,10 +244,12 @@ class TrainWorker:
                               packed_key=self._packed_key("critic"))
         if c.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if lora.enabled(c.model):
+            model = lora.wrap(model, c.model, value_head=True)
         if c.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)  # eager, its small micro-batches were launch-bound: twice the actor's update time
         module = self._shard(model, c.model.fsdp_config, compute)
-        optimizer = build_optimizer(module.parameters(), c.optim, self.device_type)
+        optimizer = build_optimizer([p for p in module.parameters() if p.requires_grad], c.optim, self.device_type)
         scheduler = build_scheduler(optimizer, c.optim, self.total_steps)
         return Critic(module, optimizer, scheduler, c, rollout_n=self.cfg.actor_rollout_ref.rollout.n,
                       world=self.world)

@@ -10,7 +10,8 @@ LAYERS = [
     ["engine.config", "engine.protocol"],
     ["engine.algos", "engine.data", "engine.tools", "engine.loggers", "engine.reward",
      "engine.distributed",  # FSDP2 sharding, worker groups: below the rollout and the roles
-     "engine.checkpoint"],  # sharded checkpoints, the Hugging Face export
+     "engine.checkpoint",  # sharded checkpoints, the Hugging Face export
+     "engine.adapters"],  # LoRA: wrapping a role, merged weights for the rollout, the adapter switched off
     ["engine.rollout"],  # every generation backend, its kernels, the agent loop
     ["engine.workers",  # the roles as they run on a device, and the worker that hosts them
      "engine.trainer", "engine.models", "engine.model_merger"],
