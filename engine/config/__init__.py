@@ -18,7 +18,8 @@ def json_schema() -> dict:
 
     schema = PPOConfig.model_json_schema()
     schema["title"] = "rlstudio run config"
-    # verl 0.9's spelling -> the canonical key (a prefix when it ends with '.'): the UI's command paste maps with it
+    # verl 0.9's spelling -> the canonical key (a prefix when it ends with '.'), for a client that maps keys itself
+    # (the New run form's paste box asks POST /config/parse, which maps them)
     schema["x-verl-aliases"] = [list(pair) for pair in ALIASES]
     return schema
 

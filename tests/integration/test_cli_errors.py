@@ -62,6 +62,17 @@ def test_grpo_without_groups(run_bad, tmp_path):
     assert "actor_rollout_ref.rollout.n" in err
 
 
+def test_config_file_with_overrides_or_never_resolved(run_bad, tmp_path):
+    from engine.config import build_config, save_resolved
+
+    resolved = save_resolved(build_config([]), tmp_path / "resolved.json")
+    err = run_bad(["--config-file", str(resolved), "data.train_batch_size=8"], tmp_path)
+    assert "--config-file" in err and "data.train_batch_size=8" in err and "Edit the file" in err
+    (tmp_path / "tree.json").write_text('{"data": {"train_batch_size": 8}}')
+    err = run_bad(["--config-file", str(tmp_path / "tree.json")], tmp_path)
+    assert "not a resolved config" in err and "python -m engine.config" in err
+
+
 def test_missing_data_file(run_bad, tiny_model, arith_data, tmp_path):
     args = base_args(tiny_model, arith_data, tmp_path / "o")
     args = [a for a in args if not a.startswith("data.train_files=")] + [f"data.train_files={tmp_path}/nope.parquet"]

@@ -182,6 +182,9 @@ export const runWrites = {
   remove: (runId: number) => unwrap(sdk.deleteRun({ path: { run_id: runId } })),
 };
 
+/** A pasted command line, read by the server with the engine's own override grammar (no second parser here). */
+export const parseCommand = (command: string) => unwrap(sdk.parseCommand({ body: { command } }));
+
 /** Archiving is a tag: the runs list leaves runs with it out unless asked to show them. */
 export const ARCHIVED_TAG = "archived";
 

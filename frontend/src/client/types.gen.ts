@@ -53,6 +53,18 @@ export type ArtifactsPublic = {
 };
 
 /**
+ * CommandText
+ */
+export type CommandText = {
+    /**
+     * Command
+     *
+     * A command line as pasted: `[VAR=v] python -m verl.trainer.main_ppo [--config-name NAME] key=value ...`, or bare `key=value` lines.
+     */
+    command: string;
+};
+
+/**
  * ConfigCheck
  */
 export type ConfigCheck = {
@@ -575,6 +587,82 @@ export type NoSignalPrompts = {
      * Count
      */
     count: number;
+};
+
+/**
+ * ParsedCommand
+ */
+export type ParsedCommand = {
+    /**
+     * Module
+     *
+     * `-m MODULE` or the script; None for bare overrides
+     */
+    module: string | null;
+    /**
+     * Config Name
+     */
+    config_name: string | null;
+    /**
+     * Env
+     *
+     * leading VAR=value assignments
+     */
+    env: {
+        [key: string]: string;
+    };
+    /**
+     * Overrides
+     */
+    overrides: Array<ParsedOverride>;
+    /**
+     * Values
+     *
+     * key -> value of the set/add/force overrides, a later one winning
+     */
+    values: {
+        [key: string]: unknown;
+    };
+    /**
+     * Deleted
+     */
+    deleted: Array<string>;
+    /**
+     * Ignored
+     *
+     * tokens that are neither the program, its flags nor an override
+     */
+    ignored: Array<string>;
+};
+
+/**
+ * ParsedOverride
+ */
+export type ParsedOverride = {
+    /**
+     * Op
+     *
+     * key=v, +key=v, ++key=v, ~key
+     */
+    op: 'set' | 'add' | 'force' | 'delete';
+    /**
+     * Key
+     *
+     * the key in the canonical layout (verl 0.9's spelling mapped)
+     */
+    key: string;
+    /**
+     * Value
+     *
+     * the value as the engine's override grammar reads it
+     */
+    value?: unknown;
+    /**
+     * Raw
+     *
+     * the token as written
+     */
+    raw: string;
 };
 
 /**
@@ -1894,6 +1982,47 @@ export type GetPresetResponses = {
 };
 
 export type GetPresetResponse = GetPresetResponses[keyof GetPresetResponses];
+
+export type ParseCommandData = {
+    body: CommandText;
+    path?: never;
+    query?: never;
+    url: '/api/v1/config/parse';
+};
+
+export type ParseCommandErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ParseCommandError = ParseCommandErrors[keyof ParseCommandErrors];
+
+export type ParseCommandResponses = {
+    /**
+     * Successful Response
+     */
+    200: ParsedCommand;
+};
+
+export type ParseCommandResponse = ParseCommandResponses[keyof ParseCommandResponses];
 
 export type ValidateConfigData = {
     body: ConfigCheck;

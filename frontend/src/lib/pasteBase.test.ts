@@ -1,23 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { pasteBase, presetValuesNotSet } from "./pasteBase";
-import { parseCommand } from "./verlCommand";
 
 const presets = ["demo", "gsm8k_grpo"];
+// the parts of a command the server reads (POST /config/parse) that pick the base
+const whole = (configName: string | null = null) => ({ module: "verl.trainer.main_ppo", configName });
+const snippet = { module: null, configName: null };
 
 describe("pasteBase", () => {
   it("lays a whole verl command over verl's defaults, not the selected preset", () => {
-    const parsed = parseCommand("python3 -m verl.trainer.main_ppo data.train_batch_size=256 critic.optim.lr=1e-5");
-    expect(pasteBase(parsed, "demo", presets)).toEqual({ base: null, why: "full-command" });
+    expect(pasteBase(whole(), "demo", presets)).toEqual({ base: null, why: "full-command" });
   });
   it("follows --config-name when it names a preset", () => {
-    const parsed = parseCommand("python -m engine.main_ppo --config-name gsm8k_grpo data.train_batch_size=8");
-    expect(pasteBase(parsed, "demo", presets)).toEqual({ base: "gsm8k_grpo", why: "config-name" });
+    expect(pasteBase(whole("gsm8k_grpo"), "demo", presets)).toEqual({ base: "gsm8k_grpo", why: "config-name" });
   });
   it("lays bare key=value lines over the selected preset", () => {
-    expect(pasteBase(parseCommand("data.train_batch_size=8"), "demo", presets)).toEqual({ base: "demo", why: "snippet" });
+    expect(pasteBase(snippet, "demo", presets)).toEqual({ base: "demo", why: "snippet" });
   });
   it("keeps the parent of a fork, and an explicit choice", () => {
-    const parsed = parseCommand("python -m verl.trainer.main_ppo data.train_batch_size=8");
+    const parsed = whole();
     expect(pasteBase(parsed, null, presets, { fork: true }).why).toBe("fork");
     expect(pasteBase(parsed, "demo", presets, { chosen: "demo" })).toEqual({ base: "demo", why: "chosen" });
   });

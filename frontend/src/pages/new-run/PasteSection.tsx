@@ -7,19 +7,24 @@ interface Props {
   text: string;
   onText: (text: string) => void;
   report: PasteReport | null;
+  /** the server is reading the command */
+  busy: boolean;
+  /** why the server could not read it */
+  error: string | null;
   /** a fork fills over the parent run's config: no preset to report */
   fork: boolean;
   onApply: (chosen?: string | null) => void;
 }
 
-export function PasteSection({ text, onText, report, fork, onApply }: Props) {
+export function PasteSection({ text, onText, report, busy, error, fork, onApply }: Props) {
   return (
     <section className="card">
       <h2><label htmlFor="paste-command">Paste a verl command</label></h2>
       <textarea id="paste-command" rows={4} value={text} onChange={(e) => onText(e.target.value)}
         placeholder={"python3 -m verl.trainer.main_ppo data.train_batch_size=256 actor_rollout_ref.actor.optim.lr=1e-6 trainer.logger=['console'] ..."} />
       <div className="row" style={{ marginTop: ".4rem" }}>
-        <button type="button" onClick={() => onApply()} disabled={!text.trim()}>Fill the form</button>
+        <button type="button" onClick={() => onApply()} disabled={!text.trim() || busy}>Fill the form</button>
+        {error && <span className="small field-error" role="alert">{error}</span>}
         {report && (
           <span className="small" role="status">
             {report.applied} value{report.applied === 1 ? "" : "s"} filled

@@ -49,7 +49,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   const defaults = useMemo(() => Object.fromEntries(fields.map((f) => [f.key, f.default])), [fields]);
 
   const paste = usePaste({
-    schema, byKey, defaults, presets, presetNames, preset, fork: parent !== null, pending, onPreset,
+    byKey, defaults, presets, presetNames, preset, fork: parent !== null, pending, onPreset,
     onFill: (next) => {
       setEdits((e) => ({ ...e, ...next }));
       if (Object.keys(next).some((k) => advanced.some((f) => f.key === k))) setAdvancedOpen(true);
@@ -146,7 +146,8 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
 
       {!parent && <PresetPicker presetNames={presetNames} preset={preset} onPreset={(n) => onPreset(n)} />}
 
-      <PasteSection text={paste.text} onText={paste.setText} report={paste.report} fork={parent !== null} onApply={paste.apply} />
+      <PasteSection text={paste.text} onText={paste.setText} report={paste.report} busy={paste.busy} error={paste.error}
+        fork={parent !== null} onApply={(chosen) => void paste.apply(chosen)} />
 
       <section className="card">
         <h2>Run</h2>
