@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     log_level: str = "WARNING"
     # The live feed keeps events this long: an SSE client may resume from any event younger than that.
     events_retention_s: float = 7 * 24 * 3600
+    # run health (backend/services/health/): judged on ingest; false judges nothing (the benchmark's baseline)
+    health_checks: bool = True
     health_sweep_s: float = 30.0  # how often running runs are judged for a stall (backend/services/health/watch.py)
 
     # Ingest limits (documented in the API; over them -> 413).

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.models import Run
 from backend.services.events import wake_on_commit
+from backend.services.health.store import HEALTH_CHECKS
 from backend.services.runs import token_matches
 from backend.settings import Settings
 
@@ -21,6 +22,7 @@ from backend.settings import Settings
 def get_session(request: Request) -> Iterator[Session]:
     with Session(request.app.state.engine, expire_on_commit=False) as session:
         wake_on_commit(session, request.app.state.bus)  # a commit with feed events wakes the SSE streams
+        session.info[HEALTH_CHECKS] = request.app.state.settings.health_checks
         yield session
 
 
@@ -92,6 +94,7 @@ async def ingest_session(request: Request, run_id: Annotated[int, Path(ge=1)]) -
     session = Session(request.app.state.engine, expire_on_commit=False)  # no I/O until first used
     try:
         wake_on_commit(session, request.app.state.bus)
+        session.info[HEALTH_CHECKS] = request.app.state.settings.health_checks
         yield session, await run_in_threadpool(ingest_run, request, session, run_id)
     finally:
         session.close()

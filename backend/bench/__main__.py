@@ -2,6 +2,7 @@
 numbers (speed goals live here, never in timed tests).
 
   m1       metric ingest (8 runs x 20 keys x 2,000 steps, 8 clients), chart query, ingest->SSE;
+           --health: the same without and with run health judged (a training run's keys), and the difference;
            --vs-mlflow: the same against `mlflow server` (needs the full `mlflow` package, not mlflow-skinny)
   samples  one W1-sized step (512 answers x 256 tokens with per-token arrays) per step via the engine's
            DashboardLogger: ingest time (goal <= 1 s), storage per step, chart latency meanwhile;
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vs-mlflow", action="store_true", help="m1: also run it against `mlflow server`")
     parser.add_argument("--mlflow", default="mlflow", help="m1: the mlflow executable (default: on PATH)")
     parser.add_argument("--json", action="store_true", help="m1: print the results as JSON")
+    parser.add_argument("--health", action="store_true", help="m1: ingest time without and with run health judged, "
+                                                               "on a training run's 20 keys (14 of them judged)")
+    parser.add_argument("--rounds", type=int, default=3, help="m1 --health: alternating rounds of each (default 3)")
     parser.add_argument("--answers", type=int, default=512, help="samples: answers per step (default 512)")
     parser.add_argument("--tokens", type=int, default=256, help="samples: tokens per answer (default 256)")
     parser.add_argument("--steps", type=int, default=5, help="samples: steps to ingest (default 5)")

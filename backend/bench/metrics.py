@@ -26,8 +26,31 @@ RUNS, KEYS, STEPS, CLIENTS, STEPS_PER_REQUEST = 8, 20, 2000, 8, 50
 CHART_RUNS, CHART_KEYS, CHART_POINTS = 8, 5, 1000
 
 
+# --health: the 20 keys a training run logs, 14 of them read by the health checks (backend/services/health/)
+TRAINING_KEYS = ["training/global_step", "critic/score/mean", "actor/reward_kl_penalty", "actor/entropy",
+                 "actor/pg_loss", "actor/grad_norm", "actor/grad_norm_nonfinite", "actor/pg_clipfrac",
+                 "actor/rollout_log_probs_absdiff", "critic/vf_loss", "critic/grad_norm", "critic/values/std",
+                 "response_length/mean", "response_length/clip_ratio", "actor/lr", "critic/lr", "prompt_length/mean",
+                 "perf/throughput", "timing_s/gen", "timing_s/step"]
+KEY_SET = {"names": None}
+
+
+def training_value(run: int, key: int, step: int) -> float:
+    """--health: a healthy run's value of TRAINING_KEYS[key] (score rising, KL in its band and 0 at the first step,
+    entropy easing, nothing clipped or skipped), with the workload's noise on top."""
+    noise, progress = value(run, key, step), step / STEPS
+    name = TRAINING_KEYS[key]
+    plan = {"training/global_step": float(step), "critic/score/mean": 0.2 + 0.5 * progress + 0.05 * noise,
+            "actor/reward_kl_penalty": 0.0 if step <= 1 else 0.02 + 0.05 * noise,
+            "actor/entropy": 1.0 - 0.3 * progress + 0.05 * noise, "actor/grad_norm_nonfinite": 0.0,
+            "actor/pg_clipfrac": 0.0 if step <= 1 else 0.05 * noise, "critic/values/std": 0.2 + 0.1 * noise,
+            "actor/rollout_log_probs_absdiff": 0.0005 + 0.001 * noise, "response_length/clip_ratio": 0.1 * noise,
+            "response_length/mean": 100.0 + 10 * noise}
+    return plan.get(name, noise)
+
+
 def key_names() -> list[str]:
-    return [f"bench/key_{i:02d}" for i in range(KEYS)]
+    return KEY_SET["names"] or [f"bench/key_{i:02d}" for i in range(KEYS)]
 
 
 def value(run: int, key: int, step: int) -> float:
@@ -63,14 +86,15 @@ def wait_http(url: str, timeout: float = 120.0) -> None:
 class Rlstudio:
     name = "rlstudio"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, name: str = "rlstudio"):
+        self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RLSTUDIO_")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("RLSTUDIO_")}, **(env or {})}
         env["RLSTUDIO_DISPATCH"] = "false"
         self.log = open(workdir / "rlstudio.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "backend", "--port", str(self.port), "--data-dir",
-                                      str(workdir / "rlstudio"), "--log-level", "warning"], env=env,
+                                      str(workdir / name), "--log-level", "warning"], env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         wait_http(f"{self.url}/healthz")
         self.http = httpx.Client(base_url=self.url, timeout=60)
@@ -85,7 +109,8 @@ class Rlstudio:
     def ingest(self, client: httpx.Client, run_index: int, steps: range) -> None:
         run_id, token = self.runs[run_index]
         now = time.time()
-        series = [{"key": k, "steps": list(steps), "values": [value(run_index, ki, s) for s in steps],
+        make = training_value if KEY_SET["names"] else value
+        series = [{"key": k, "steps": list(steps), "values": [make(run_index, ki, s) for s in steps],
                    "wall_times": [now] * len(steps)} for ki, k in enumerate(key_names())]
         r = client.post(f"{self.url}/api/v1/runs/{run_id}/metrics", json={"series": series},
                         headers={"Authorization": f"Bearer {token}"})
@@ -260,6 +285,15 @@ def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="rlstudio-bench-") as tmp:
         workdir = Path(tmp)
         targets = [("rlstudio", lambda: Rlstudio(workdir))]
+        if getattr(args, "health", False):  # the cost of judging run health: the same workload without and with,
+            KEY_SET["names"] = TRAINING_KEYS  # alternating (a shared machine's load moves between rounds)
+            targets = []
+            for i in range(args.rounds):
+                pair = [(f"no health {i + 1}", lambda i=i: Rlstudio(workdir, {"RLSTUDIO_HEALTH_CHECKS": "false"},
+                                                                  f"no-health-{i}")),
+                        (f"health {i + 1}", lambda i=i: Rlstudio(workdir, {"RLSTUDIO_HEALTH_CHECKS": "true"},
+                                                               f"health-{i}"))]
+                targets += pair if i % 2 == 0 else pair[::-1]
         if args.vs_mlflow:
             targets.append(("mlflow", lambda: Mlflow(workdir, args.mlflow)))
         for name, make in targets:
@@ -270,6 +304,14 @@ def main(args: argparse.Namespace) -> None:
                 target.stop()
             if not args.json:
                 report(name, results[name])
+    if getattr(args, "health", False):
+        off = statistics.median(r["ingest_seconds"] for name, r in results.items() if name.startswith("no health"))
+        on = statistics.median(r["ingest_seconds"] for name, r in results.items() if name.startswith("health"))
+        results["health_overhead_pct"] = 100 * (on / off - 1)
+        if not args.json:
+            print(f"    health: ingest {on:.2f} s with, {off:.2f} s without (medians of {args.rounds} alternating "
+                  f"rounds): {results['health_overhead_pct']:+.1f}% ({RUNS} runs x {KEYS} training keys x {STEPS} "
+                  "steps)", flush=True)
     if args.json:
         print(json.dumps(results, indent=2))
     elif "mlflow" in results:

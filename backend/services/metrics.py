@@ -98,7 +98,8 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
-        health.on_metrics(session, run, values)  # judged in the same transaction: cost ~ the new points
+        # judged in the same transaction: cost ~ the new points (a plain batch a key at a time)
+        health.on_metrics(session, run, values, body.series if plain is not None else None)
         if any(key.startswith(VAL_PREFIX) for key in written):  # a validation: the runs list's held-out score
             insert_event(session, RUNS_CHANNEL, "progress", {"id": run.id, **held_out(session=session,
                                                                                      run_ids=[run.id]).get(run.id, {})})

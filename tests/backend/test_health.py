@@ -281,9 +281,11 @@ def test_stall_is_judged_against_an_injected_clock():
     st: dict = {}
     for step in range(1, 6):
         stall.track(st, step, 1000.0 + 30 * step)
-    assert stall.judge(st, 1150.0 + 299, None).bad is False  # 10 x 30 s = 300 s: not yet
+    assert stall.judge(st, 1150.0 + 299, None).steps == [(5, False)]  # 10 x 30 s = 300 s: not yet
     late = stall.judge(st, 1150.0 + 301, {"phase": "update_actor", "time": 1160.0})
-    assert late.bad and "'update_actor'" in late.detail and late.values["phase_s"] == pytest.approx(291)
+    assert late.steps == [(5, True)]
+    words = late.describe(5)
+    assert "'update_actor'" in words.detail and words.values["phase_s"] == pytest.approx(291)
     assert stall.judge({}, 1e9, None) is None  # no step times yet: nothing to compare with
 
 

@@ -4,6 +4,8 @@ alarm as the reason, once a chosen alarm has fired and its condition has held fo
 Off by default (an empty stop_on)."""
 from __future__ import annotations
 
+from backend.services.health.tracker import firing, last, since
+
 
 def rule_of(resolved_config: dict) -> tuple[list[str], int]:
     health = ((resolved_config or {}).get("trainer") or {}).get("health") or {}
@@ -15,10 +17,10 @@ def chosen(alarm_id: str, stop_on: list[str]) -> bool:
     return alarm_id in stop_on or alarm_id.split(":", 1)[0] in stop_on
 
 
-def due(trackers: dict, stop_on: list[str], after: int) -> tuple[str, dict] | None:
+def due(trackers: dict, stop_on: list[str], after: int) -> tuple[str, list] | None:
     """The first chosen alarm that has fired for `after` steps, with its tracker state, or None."""
     for alarm_id, tracker in sorted(trackers.items()):
-        if tracker.get("firing") and chosen(alarm_id, stop_on) and tracker["last"] - tracker["since"] + 1 >= after:
+        if firing(tracker) and chosen(alarm_id, stop_on) and last(tracker) - since(tracker) + 1 >= after:
             return alarm_id, tracker
     return None
 

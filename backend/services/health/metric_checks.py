@@ -1,15 +1,17 @@
 """Checks over metric points. Each is a small function of (its own state, the new points of the keys it reads,
-the run's context) -> judgements (`Observation`s), one per new step it can judge; its state holds only what the
-next points need (a few window values, a best mean), so the cost is the new points, not the run's length.
-`points` maps a key to its new (step, value) pairs in step order (NaN for NaN)."""
+the run's context) -> judgements (`Judged`: per alarm, each new step it can judge, bad or good, and how to describe
+the alarm at a step); its state holds only what the next points need (a few window values, a best mean), so the
+cost is the new points, not the run's length. `points` maps a key to its new (step, value) pairs in step order
+(NaN for NaN)."""
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Callable
 
+from backend.services.health.rollout_checks import KEYS as ROLLOUT_KEYS, stale_rollout
 from backend.services.health.thresholds import n, t
-from backend.services.health.tracker import Observation
+from backend.services.health.tracker import Described, Judged
 
 Points = dict[str, list[tuple[int, float]]]
 
@@ -30,7 +32,7 @@ VAL_SCORE = re.compile(r"^val-core/.+/reward/mean@\d+$")
 NO_SIGNAL_KEY = re.compile(r"^(?!val).*(zero[_-]?var|zero[_-]?std|all[_-]?equal|no[_-]?signal)")
 
 FIXED_KEYS = frozenset({*KL_KEYS, *SKIP_KEYS, SCORE, ENTROPY, LENGTH, CLIP, VALUES_STD, CLIPFRAC, *MISMATCH_KEYS,
-                        TOOL_CALLS, TURNS})
+                        TOOL_CALLS, TURNS, *ROLLOUT_KEYS})
 
 
 def watched(key: str) -> bool:
@@ -57,78 +59,103 @@ def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.4g}"
 
 
+def _lookup(pairs: list[tuple[int, float]]) -> Callable[[int], float]:
+    """The value at a step, for describing an alarm (built on first use: most batches change no alarm)."""
+    table: dict[int, float] = {}
+
+    def at(step: int) -> float:
+        if not table:
+            table.update(pairs)
+        return table.get(step, math.nan)
+    return at
+
+
+def _num(v: float | None) -> float:
+    """A number for `values` (JSON has no NaN / Inf; the title says which it was)."""
+    return v if finite(v) else 0.0
+
+
 # -------------------------------------------------------------------------------- ported from the UI
-def skipped(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def skipped(st: dict, points: Points, ctx: dict) -> list[Judged]:
     out = []
     for key in SKIP_KEYS:
+        pts = points.get(key)
+        if not pts:
+            continue
         role = key.split("/")[0]
         s = st.setdefault(role, {"steps": [], "count": 0})
-        for step, v in points.get(key, ()):
-            bad = finite(v) and v > 0
+        steps = []
+        for step, v in pts:
+            bad = v > 0  # NaN > 0 is False
             if bad:
                 s["count"] += 1
                 if len(s["steps"]) < 6:
                     s["steps"].append(step)
-            listed = ", ".join(map(str, s["steps"])) + (", ..." if s["count"] > len(s["steps"]) else "")
-            out.append(Observation(
-                f"skipped:{role}", step, bad, "error", key=key, clear_after=n("clear_steps"),
-                title=f"{role.capitalize()} update skipped at {s['count']} step{'s' * (s['count'] != 1)}",
-                detail=f"{key} = 1 at steps {listed}: the gradient was NaN or Inf, so the optimizer step was skipped "
-                       "and the weights did not change (lower the learning rate, check grad clipping and the loss).",
-                values={key: v if finite(v) else 0.0, "skipped_steps": s["count"]}, samples={"step": step,
-                                                                                            "filter": None}))
+            steps.append((step, bad))
+        count = s["count"]
+        listed = ", ".join(map(str, s["steps"])) + (", ..." if count > len(s["steps"]) else "")
+
+        def describe(step, key=key, role=role, count=count, listed=listed):
+            return Described(
+                f"{role.capitalize()} update skipped at {count} step{'s' * (count != 1)}",
+                f"{key} = 1 at steps {listed}: the gradient was NaN or Inf, so the optimizer step was skipped and the "
+                "weights did not change (lower the learning rate, check grad clipping and the loss).", key,
+                {key: 1.0, "skipped_steps": float(count)}, {"step": step, "filter": None})
+        out.append(Judged(f"skipped:{role}", "error", steps, describe, clear_after=n("clear_steps")))
     return out
 
 
-def nonfinite(st: dict, points: Points, ctx: dict) -> list[Observation]:
-    skips = {(k.split("/")[0], step) for k in SKIP_KEYS for step, v in points.get(k, ()) if finite(v) and v > 0}
-    out = []
+def nonfinite(st: dict, points: Points, ctx: dict) -> list[Judged]:
+    skips = {(k.split("/")[0], step) for k in SKIP_KEYS for step, v in points.get(k, ()) if v > 0}
+    isfinite, out = math.isfinite, []
     for key, pts in points.items():
         if not NONFINITE_KEY.search(key):
             continue
-        for step, v in pts:
-            if key.endswith("/grad_norm") and (key.split("/")[0], step) in skips:
-                continue  # a non-finite grad norm at a skipped step is the skip itself, reported as such
-            bad = not finite(v)
-            word = "NaN" if v is None or math.isnan(v) else "Inf"
-            out.append(Observation(
-                f"nonfinite:{key}", step, bad, "error", key=key, clear_after=n("clear_steps"),
-                title=f"{word} in {key}",
-                detail=f"{key} is {word} at step {step}: the update diverged (lower the learning rate, check grad "
-                       "clipping).", values={"at_step": step}, samples={"step": step, "filter": None}))
+        role = key.split("/")[0] if key.endswith("/grad_norm") and skips else None
+        # a non-finite grad norm at a skipped step is the skip itself, reported as such
+        steps = [(s, not isfinite(v)) for s, v in pts if role is None or (role, s) not in skips]
+
+        def describe(step, key=key, at=_lookup(pts)):
+            word = "NaN" if math.isnan(at(step)) else "Inf"
+            return Described(f"{word} in {key}", f"{key} is {word} at step {step}: the update diverged (lower the "
+                             "learning rate, check grad clipping).", key, {"at_step": float(step)},
+                             {"step": step, "filter": None})
+        out.append(Judged(f"nonfinite:{key}", "error", steps, describe, clear_after=n("clear_steps")))
     return out
 
 
-def kl(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def kl(st: dict, points: Points, ctx: dict) -> list[Judged]:
     key = st.get("key") or next((k for k in KL_KEYS if k in points), None)
     if key is None:
         return []
     st["key"] = key
-    out = []
-    for step, v in points.get(key, ()):
-        out.append(Observation(
-            "kl-high", step, finite(v) and v > t("kl_high") or (v is not None and v == math.inf), "warning", key=key,
-            fire_after=n("kl_steps"), title=f"KL above {t('kl_high'):g}",
-            detail=f"{key} > {t('kl_high'):g} for {n('kl_steps')}+ steps: the policy drifts from the reference "
-                   "(raise the KL coefficient or lower the learning rate).", values={key: _num(v)}))
-        if step > n("kl_low_grace_steps"):
-            out.append(Observation(
-                "kl-low", step, finite(v) and v < t("kl_low"), "warning", key=key, fire_after=n("kl_steps"),
-                title=f"KL below {t('kl_low'):g}",
-                detail=f"{key} < {t('kl_low'):g} for {n('kl_steps')}+ steps: the policy barely moves (learning rate "
-                       "too low, or KL too strong).", values={key: _num(v)}))
-    return out
+    pts = points.get(key)
+    if not pts:
+        return []
+    high, low, grace, at = t("kl_high"), t("kl_low"), n("kl_low_grace_steps"), _lookup(pts)
+    isfinite = math.isfinite
 
+    def describe_high(step):
+        return Described(f"KL above {high:g}", f"{key} > {high:g} for {n('kl_steps')}+ steps: the policy drifts from "
+                         "the reference (raise the KL coefficient or lower the learning rate).", key,
+                         {key: _num(at(step))})
 
-def _num(v: float | None) -> float:
-    """A number for `values` (JSON): NaN / Inf as +-1e308 would mislead; they are reported as 0 plus the title."""
-    return v if finite(v) else 0.0
+    def describe_low(step):
+        return Described(f"KL below {low:g}", f"{key} < {low:g} for {n('kl_steps')}+ steps: the policy barely moves "
+                         "(learning rate too low, or KL too strong).", key, {key: _num(at(step))})
+    return [Judged("kl-high", "warning", [(s, v > high) for s, v in pts], describe_high, fire_after=n("kl_steps")),
+            Judged("kl-low", "warning", [(s, isfinite(v) and v < low) for s, v in pts if s > grace], describe_low,
+                   fire_after=n("kl_steps"))]
 
 
 def _streak_check(alarm: str, key: str, bad: Callable[[float], bool], steps: str, title: str, detail: str):
-    def check(st: dict, points: Points, ctx: dict) -> list[Observation]:
-        return [Observation(alarm, step, finite(v) and bad(v), "warning", key=key, fire_after=n(steps), title=title,
-                            detail=detail, values={key: _num(v)}) for step, v in points.get(key, ())]
+    def check(st: dict, points: Points, ctx: dict) -> list[Judged]:
+        pts = points.get(key)
+        if not pts:
+            return []
+        at = _lookup(pts)
+        return [Judged(alarm, "warning", [(s, math.isfinite(v) and bad(v)) for s, v in pts],
+                       lambda step: Described(title, detail, key, {key: _num(at(step))}), fire_after=n(steps))]
     return check
 
 
@@ -142,68 +169,91 @@ clip_ratio = _streak_check(
     "max_response_length, or the model is rambling).")
 
 
-def score_collapse(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def _window_mean(values: list) -> float | None:
+    if None not in values:
+        return sum(values) / len(values)
+    good = [v for v in values if v is not None]
+    return sum(good) / len(good) if good else None
+
+
+def score_collapse(st: dict, points: Points, ctx: dict) -> list[Judged]:
     """The UI's rule, kept incrementally: the last 2 x window values; each value makes one more window old enough
     to be a candidate best (it ends before the recent window starts)."""
-    w = n("score_window")
-    ring, out = st.setdefault("ring", []), []
-    for step, v in points.get(SCORE, ()):
-        push(ring, [step, v if finite(v) else None], 2 * w)
-        if len(ring) < 2 * w:
+    pts = points.get(SCORE)
+    if not pts:
+        return []
+    w, ratio, least, isfinite = n("score_window"), t("score_drop_ratio"), t("score_min_best"), math.isfinite
+    ring_steps, ring = st.setdefault("steps", []), st.setdefault("values", [])  # NaN as None
+    best, best_step = st.get("best"), st.get("best_step")
+    steps, seen = [], {}
+    for step, v in pts:
+        ring_steps.append(step)
+        ring.append(v if isfinite(v) else None)
+        if len(ring) > 2 * w:
+            del ring_steps[0], ring[0]
+        elif len(ring) < 2 * w:
             continue
-        candidate = mean(x[1] for x in ring[:w])
-        if candidate is not None and (st.get("best") is None or candidate > st["best"]):
-            st["best"], st["best_step"] = candidate, ring[0][0]
-        recent = mean(x[1] for x in ring[w:])
-        best = st.get("best")
-        bad = best is not None and best >= t("score_min_best") and recent is not None and \
-            recent < best * t("score_drop_ratio")
-        out.append(Observation(
-            "score-collapse", step, bad, "error", key=SCORE, since=ring[w][0], title="Score collapsed",
-            detail=f"{SCORE} fell from {_fmt(best)} (around step {st.get('best_step')}) to {_fmt(recent)}: check the "
-                   "samples for degenerate answers; lower the learning rate.",
-            values={"best": best or 0.0, "recent": recent or 0.0}, samples={"step": step, "filter": None}))
-    return out
+        candidate = _window_mean(ring[:w])
+        if candidate is not None and (best is None or candidate > best):
+            best, best_step = candidate, ring_steps[0]
+        recent = _window_mean(ring[w:])
+        steps.append((step, best is not None and best >= least and recent is not None and recent < best * ratio))
+        seen[step] = (ring_steps[w], best, best_step, recent)
+    st["best"], st["best_step"] = best, best_step
+
+    def describe(step):
+        _, best, best_step, recent = seen[step]
+        return Described("Score collapsed", f"{SCORE} fell from {_fmt(best)} (around step {best_step}) to "
+                         f"{_fmt(recent)}: check the samples for degenerate answers; lower the learning rate.", SCORE,
+                         {"best": best or 0.0, "recent": recent or 0.0}, {"step": step, "filter": None})
+    return [Judged("score-collapse", "error", steps, describe, since=lambda step: seen[step][0])] if steps else []
 
 
 # ------------------------------------------------------------------------------------- new checks
-def entropy_collapse(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def entropy_collapse(st: dict, points: Points, ctx: dict) -> list[Judged]:
     w = n("entropy_window")
     scores = st.setdefault("scores", [])
     for _, v in points.get(SCORE, ()):
-        if finite(v):
+        if math.isfinite(v):
             if len(st.setdefault("score_start", [])) < w:
                 st["score_start"].append(v)
             push(scores, v, w)
-    ring, start, out = st.setdefault("ring", []), st.setdefault("start", []), []
-    for step, v in points.get(ENTROPY, ()):
-        if not finite(v):
+    pts = points.get(ENTROPY)
+    if not pts:
+        return []
+    ring, start, steps, seen = st.setdefault("ring", []), st.setdefault("start", []), [], {}
+    s0, s = mean(st.get("score_start", [])), mean(scores)  # the score now: the newest window of this batch
+    risen = s0 is not None and s is not None and s - s0 >= t("score_rise_min")
+    ratio = t("entropy_collapse_ratio")
+    for step, v in pts:
+        if not math.isfinite(v):
             continue
         if len(start) < w:
             start.append(v)
             continue
         push(ring, v, w)
-        e0, e = mean(start), mean(ring)
-        s0, s = mean(st.get("score_start", [])), mean(scores)
-        risen = s0 is not None and s is not None and s - s0 >= t("score_rise_min")
-        bad = e0 is not None and e0 > 0 and e < t("entropy_collapse_ratio") * e0 and not risen
-        out.append(Observation(
-            "entropy-collapse", step, bad, "warning", key=ENTROPY, title="Entropy collapsed",
-            detail=f"{ENTROPY} fell to {_fmt(e)} from {_fmt(e0)} at the start (below {t('entropy_collapse_ratio'):g}x) "
-                   f"while the score went from {_fmt(s0)} to {_fmt(s)}: the policy stopped exploring without learning "
-                   "(raise the entropy coefficient or the temperature, lower the learning rate).",
-            values={"entropy": e, "entropy_start": e0, "score": s or 0.0, "score_start": s0 or 0.0},
-            samples={"step": step, "filter": None}))
-    return out
+        e0, e = sum(start) / w, sum(ring) / len(ring)
+        steps.append((step, e0 > 0 and e < ratio * e0 and not risen))
+        seen[step] = (e, e0)
+
+    def describe(step):
+        e, e0 = seen[step]
+        return Described(
+            "Entropy collapsed", f"{ENTROPY} fell to {_fmt(e)} from {_fmt(e0)} at the start (below {ratio:g}x) while the "
+            f"score went from {_fmt(s0)} to {_fmt(s)}: the policy stopped exploring without learning (raise the "
+            "entropy coefficient or the temperature, lower the learning rate).", ENTROPY,
+            {"entropy": e, "entropy_start": e0, "score": s or 0.0, "score_start": s0 or 0.0},
+            {"step": step, "filter": None})
+    return [Judged("entropy-collapse", "warning", steps, describe)] if steps else []
 
 
-def held_out(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def held_out(st: dict, points: Points, ctx: dict) -> list[Judged]:
     """At each validation, against the previous one: response length rising while the held-out score does not
     (length hacking), and the training score rising while the held-out score falls (divergence)."""
     w = n("score_window")
     for key, ring in ((SCORE, "scores"), (LENGTH, "lengths")):
         for _, v in points.get(key, ()):
-            if finite(v):
+            if math.isfinite(v):
                 push(st.setdefault(ring, []), v, w)
     key = st.get("key")
     if key is None:
@@ -212,132 +262,158 @@ def held_out(st: dict, points: Points, ctx: dict) -> list[Observation]:
         if key is None:
             return []
         st["key"] = key
-    out = []
+    rising, diverging, seen = [], [], {}
     for step, v in points.get(key, ()):
-        if not finite(v):
+        if not math.isfinite(v):
             continue
         now = {"step": step, "val": v, "train": mean(st.get("scores", [])), "length": mean(st.get("lengths", []))}
         prev, st["prev"] = st.get("prev"), now
         if prev is None or step <= prev["step"]:
             continue
-        rise = v - prev["val"]
+        seen[step] = (prev, now)
         if prev["length"] and now["length"] is not None:
-            bad = now["length"] >= t("length_rise_ratio") * prev["length"] and rise < t("heldout_rise_min")
-            out.append(Observation(
-                "length-rising", step, bad, "warning", key=LENGTH, title="Answers grow longer, held-out score does not",
-                detail=f"{LENGTH} went from {_fmt(prev['length'])} (validation at step {prev['step']}) to "
-                       f"{_fmt(now['length'])} while {key} went from {_fmt(prev['val'])} to {_fmt(v)}: length hacking "
-                       "(the reward pays for length; check the samples, add a length penalty).",
-                values={"length": now["length"], "length_before": prev["length"], "heldout": v,
-                        "heldout_before": prev["val"]}, samples={"step": step, "filter": None}))
+            rising.append((step, now["length"] >= t("length_rise_ratio") * prev["length"]
+                           and v - prev["val"] < t("heldout_rise_min")))
         if prev["train"] is not None and now["train"] is not None:
             delta = t("divergence_min_delta")
-            bad = now["train"] - prev["train"] >= delta and prev["val"] - v >= delta
-            out.append(Observation(
-                "train-heldout-divergence", step, bad, "warning", key=key, title="Training score up, held-out down",
-                detail=f"Between the validations at steps {prev['step']} and {step} the training score rose "
-                       f"{_fmt(prev['train'])} -> {_fmt(now['train'])} while {key} fell {_fmt(prev['val'])} -> "
-                       f"{_fmt(v)}: over-fitting or reward hacking.",
-                values={"train": now["train"], "train_before": prev["train"], "heldout": v,
-                        "heldout_before": prev["val"]}))
+            diverging.append((step, now["train"] - prev["train"] >= delta and prev["val"] - v >= delta))
+
+    def describe_rising(step):
+        prev, now = seen[step]
+        return Described(
+            "Answers grow longer, held-out score does not",
+            f"{LENGTH} went from {_fmt(prev['length'])} (validation at step {prev['step']}) to {_fmt(now['length'])} "
+            f"while {key} went from {_fmt(prev['val'])} to {_fmt(now['val'])}: length hacking (the reward pays for "
+            "length; check the samples, add a length penalty).", LENGTH,
+            {"length": now["length"], "length_before": prev["length"], "heldout": now["val"],
+             "heldout_before": prev["val"]}, {"step": step, "filter": None})
+
+    def describe_diverging(step):
+        prev, now = seen[step]
+        return Described(
+            "Training score up, held-out down",
+            f"Between the validations at steps {prev['step']} and {step} the training score rose {_fmt(prev['train'])} "
+            f"-> {_fmt(now['train'])} while {key} fell {_fmt(prev['val'])} -> {_fmt(now['val'])}: over-fitting or "
+            "reward hacking.", key,
+            {"train": now["train"], "train_before": prev["train"], "heldout": now["val"], "heldout_before": prev["val"]})
+    out = []
+    if rising:
+        out.append(Judged("length-rising", "warning", rising, describe_rising))
+    if diverging:
+        out.append(Judged("train-heldout-divergence", "warning", diverging, describe_diverging))
     return out
 
 
-def step_one(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def step_one(st: dict, points: Points, ctx: dict) -> list[Judged]:
     """Invariants of the first training step that every correct setup meets: KL to the reference (the initial
     actor) is 0, and the first on-policy mini-batch clips nothing (judged where a step is one mini-batch, one
     epoch: then the step's clip fraction is that mini-batch's)."""
     out = []
     for key in KL_KEYS:
-        for step, v in points.get(key, ()):
-            if step < 1 or st.get("kl_done"):
-                continue
-            st["kl_done"] = True
-            out.append(Observation(
-                "step1-kl", step, not finite(v) or abs(v) > t("step1_kl_max"), "error", key=key,
-                title="KL is not 0 at the first step",
-                detail=f"{key} = {_fmt(v)} at step {step}, the first update; the reference is the initial actor, so it "
-                       f"must be 0 (at most {t('step1_kl_max'):g}): the reference or the actor did not load the same "
-                       "weights, or the log-probs are computed differently.", values={key: _num(v)}))
-    if ctx.get("one_minibatch"):
-        for step, v in points.get(CLIPFRAC, ()):
-            if step < 1 or st.get("clip_done"):
-                continue
-            st["clip_done"] = True
-            out.append(Observation(
-                "step1-clip", step, not finite(v) or v > t("step1_clipfrac_max"), "error", key=CLIPFRAC,
-                title="Clipping on the first on-policy mini-batch",
-                detail=f"{CLIPFRAC} = {_fmt(v)} at step {step}: the first mini-batch is on-policy, its importance ratio "
-                       "is 1 and nothing may clip; the old log-probs do not match the actor's.", values={CLIPFRAC: _num(v)}))
+        first = next(((s, v) for s, v in points.get(key, ()) if s >= 1), None)
+        if first is None or st.get("kl_done"):
+            continue
+        st["kl_done"] = True
+        step, v = first
+        out.append(Judged("step1-kl", "error", [(step, not finite(v) or abs(v) > t("step1_kl_max"))],
+                          lambda s, key=key, v=v: Described(
+                              "KL is not 0 at the first step",
+                              f"{key} = {_fmt(v)} at step {s}, the first update; the reference is the initial actor, "
+                              f"so it must be 0 (at most {t('step1_kl_max'):g}): the reference or the actor did not "
+                              "load the same weights, or the log-probs are computed differently.", key,
+                              {key: _num(v)})))
+    first = next(((s, v) for s, v in points.get(CLIPFRAC, ()) if s >= 1), None)
+    if ctx.get("one_minibatch") and first is not None and not st.get("clip_done"):
+        st["clip_done"] = True
+        step, v = first
+        out.append(Judged("step1-clip", "error", [(step, not finite(v) or v > t("step1_clipfrac_max"))],
+                          lambda s: Described(
+                              "Clipping on the first on-policy mini-batch",
+                              f"{CLIPFRAC} = {_fmt(v)} at step {s}: the first mini-batch is on-policy, its importance "
+                              "ratio is 1 and nothing may clip; the old log-probs do not match the actor's.", CLIPFRAC,
+                              {CLIPFRAC: _num(v)})))
     return out
 
 
-def rollout_mismatch(st: dict, points: Points, ctx: dict) -> list[Observation]:
-    out = []
+def rollout_mismatch(st: dict, points: Points, ctx: dict) -> list[Judged]:
+    out, limit = [], t("rollout_mismatch_max")
     for key in MISMATCH_KEYS:
-        for step, v in points.get(key, ()):
-            out.append(Observation(
-                "rollout-mismatch", step, finite(v) and v > t("rollout_mismatch_max"), "error", key=key,
-                title="Rollout and actor disagree",
-                detail=f"{key} = {_fmt(v)} > {t('rollout_mismatch_max'):g}: the rollout engine's log-probs differ from "
-                       "the actor's (1e-3 is fine; past 1-2% the weight sync is broken).", values={key: _num(v)}))
+        pts = points.get(key)
+        if not pts:
+            continue
+        at = _lookup(pts)
+        out.append(Judged("rollout-mismatch", "error", [(s, v > limit and v != math.inf) for s, v in pts],
+                          lambda step, key=key, at=at: Described(
+                              "Rollout and actor disagree",
+                              f"{key} = {_fmt(at(step))} > {limit:g}: the rollout engine's log-probs differ from the "
+                              "actor's (1e-3 is fine; past 1-2% the weight sync is broken).", key,
+                              {key: _num(at(step))})))
     return out
 
 
-def no_signal_metric(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def no_signal_metric(st: dict, points: Points, ctx: dict) -> list[Judged]:
     """The engine's own share of zero-variance groups, when it logs one (samples give it otherwise)."""
     key = st.get("key") or next((k for k in sorted(points) if NO_SIGNAL_KEY.search(k)), None)
     if key is None:
         return []
     st["key"] = key
     ctx["no_signal_from_metric"] = True
-    ring, out = st.setdefault("ring", []), []
+    ring, steps, seen = st.setdefault("ring", []), [], {}
     for step, v in points.get(key, ()):
-        if finite(v):
+        if math.isfinite(v):
             push(ring, v, n("no_signal_window"))
-            out.append(no_signal_observation(step, mean(ring), v, key))
-    return out
+            trend = sum(ring) / len(ring)
+            steps.append((step, trend >= t("no_signal_share")))
+            seen[step] = (trend, v)
+    return [no_signal(steps, lambda step: seen[step], key)] if steps else []
 
 
-def no_signal_observation(step: int, trend: float, share: float, key: str | None) -> Observation:
-    return Observation(
-        "no-signal", step, trend >= t("no_signal_share"), "warning", key=key, title="Groups without learning signal",
-        detail=f"{share:.0%} of GRPO groups at step {step} (mean {trend:.0%} over the last {n('no_signal_window')} "
-               f"steps) scored every answer alike: their advantages are 0 and they teach nothing (harder or easier "
-               "prompts, more answers per prompt, or filter_groups).",
-        values={"share": share, "trend": trend}, samples={"step": step, "filter": None})
+def no_signal(steps: list[tuple[int, bool]], numbers: Callable[[int], tuple[float, float]], key: str | None) -> Judged:
+    def describe(step):
+        trend, share = numbers(step)
+        return Described(
+            "Groups without learning signal",
+            f"{share:.0%} of GRPO groups at step {step} (mean {trend:.0%} over the last {n('no_signal_window')} "
+            "steps) scored every answer alike: their advantages are 0 and they teach nothing (harder or easier "
+            "prompts, more answers per prompt, or filter_groups).", key, {"share": share, "trend": trend},
+            {"step": step, "filter": None})
+    return Judged("no-signal", "warning", steps, describe)
 
 
-def tool_collapse(st: dict, points: Points, ctx: dict) -> list[Observation]:
+def tool_collapse(st: dict, points: Points, ctx: dict) -> list[Judged]:
     w = n("tool_window")
     for _, v in points.get(TURNS, ()):
-        if finite(v):
+        if math.isfinite(v):
             st["turns"] = v
-    ring, out = st.setdefault("ring", []), []
+    ring, steps, seen = st.setdefault("ring", []), [], {}
     for step, v in points.get(TOOL_CALLS, ()):
-        if not finite(v):
+        if not math.isfinite(v):
             continue
         push(ring, v, w)
         if len(ring) < w:
             continue
-        recent = mean(ring)
+        recent = sum(ring) / w
         if st.get("peak") is None or recent > st["peak"]:
             st["peak"], st["peak_step"] = recent, step
         peak = st["peak"]
-        bad = peak >= t("tool_min_peak") and recent <= t("tool_collapse_ratio") * peak
-        out.append(Observation(
-            "tool-collapse", step, bad, "warning", key=TOOL_CALLS, title="Tool use collapsed",
-            detail=f"{TOOL_CALLS} fell to {_fmt(recent)} from {_fmt(peak)} (around step {st.get('peak_step')}); "
-                   f"turns per trajectory {_fmt(st.get('turns'))}: the model stopped calling its tools.",
-            values={"tool_calls": recent, "tool_calls_peak": peak, **({"turns": st["turns"]} if "turns" in st else {})},
-            samples={"step": step, "filter": "uses_tool=false"}))
-    return out
+        steps.append((step, peak >= t("tool_min_peak") and recent <= t("tool_collapse_ratio") * peak))
+        seen[step] = (recent, peak, st.get("peak_step"))
+    turns = st.get("turns")
+
+    def describe(step):
+        recent, peak, peak_step = seen[step]
+        return Described(
+            "Tool use collapsed", f"{TOOL_CALLS} fell to {_fmt(recent)} from {_fmt(peak)} (around step {peak_step}); "
+            f"turns per trajectory {_fmt(turns)}: the model stopped calling its tools.", TOOL_CALLS,
+            {"tool_calls": recent, "tool_calls_peak": peak, **({"turns": turns} if turns is not None else {})},
+            {"step": step, "filter": "uses_tool=false"})
+    return [Judged("tool-collapse", "warning", steps, describe)] if steps else []
 
 
-# order matters where one check reads what another keeps: none does; every check keeps its own state
-CHECKS: dict[str, Callable[[dict, Points, dict], list[Observation]]] = {
+# every check keeps its own state (none reads another's)
+CHECKS: dict[str, Callable[[dict, Points, dict], list[Judged]]] = {
     "skipped": skipped, "nonfinite": nonfinite, "kl": kl, "values-flat": values_flat, "clip-ratio": clip_ratio,
     "score-collapse": score_collapse, "entropy-collapse": entropy_collapse, "held-out": held_out,
     "step-one": step_one, "rollout-mismatch": rollout_mismatch, "no-signal-metric": no_signal_metric,
-    "tool-collapse": tool_collapse,
+    "tool-collapse": tool_collapse, "stale-rollout": stale_rollout,
 }

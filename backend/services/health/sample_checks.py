@@ -7,9 +7,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from backend.services.health.metric_checks import mean, no_signal_observation, push
+from backend.services.health.metric_checks import mean, no_signal, push
 from backend.services.health.thresholds import n, t
-from backend.services.health.tracker import Observation
+from backend.services.health.tracker import Described, Judged
 
 
 @dataclass
@@ -67,10 +67,10 @@ def _new_tally(step: int) -> dict:
             "groups": {}}
 
 
-def judge(st: dict, answers: list[Answer], ctx: dict) -> tuple[list[Observation], list[dict]]:
+def judge(st: dict, answers: list[Answer], ctx: dict) -> tuple[list[Judged], list[dict]]:
     """Feed a batch of training answers; returns the judgements and the finished groups of a step that ended
     ({prompt_index, signal}) for the per-prompt record."""
-    out: list[Observation] = []
+    out: list[Judged] = []
     finished: list[dict] = []
     by_step: dict[int, list[Answer]] = {}
     for a in answers:
@@ -144,43 +144,41 @@ def _close(st: dict, tally: dict) -> list[dict]:
             if g[2] >= 2 and g[3] is not None]
 
 
-def _observe(st: dict, tally: dict, ctx: dict) -> list[Observation]:
+def _observe(st: dict, tally: dict, ctx: dict) -> list[Judged]:
     """The newest step's judgements from its tally so far (`refine`: more of its answers update the numbers)."""
-    out = _judgements(st, tally, ctx)
-    for ob in out:
-        ob.refine = True
-    return out
-
-
-def _judgements(st: dict, tally: dict, ctx: dict) -> list[Observation]:
     step, total, out = tally["step"], tally["n"], []
     bad = sum(tally["kinds"].values())
-    parts = ", ".join(f"{v} {k}" for k, v in sorted(tally["kinds"].items()))
-    out.append(Observation(
-        "degenerate", step, total > 0 and bad / total >= t("degenerate_share"), "warning", title="Degenerate answers",
-        detail=f"{bad} of {total} answers at step {step} are degenerate ({parts or 'none'}).",
-        values={"degenerate": bad, "answers": total, "share": bad / total if total else 0.0},
-        samples={"step": step, "filter": None}))
+    kinds = ", ".join(f"{v} {k}" for k, v in sorted(tally["kinds"].items())) or "none"
+    out.append(Judged("degenerate", "warning", [(step, total > 0 and bad / total >= t("degenerate_share"))],
+                      lambda s: Described("Degenerate answers", f"{bad} of {total} answers at step {s} are degenerate "
+                                          f"({kinds}).", None, {"degenerate": float(bad), "answers": float(total),
+                                                                "share": bad / total if total else 0.0},
+                                          {"step": s, "filter": None}), refine=True))
     junk = sum(tally["garbage"].values())
-    parts = ", ".join(f"{v} {k}" for k, v in sorted(tally["garbage"].items()))
-    out.append(Observation(
-        "garbage", step, total > 0 and junk / total >= t("garbage_share"), "error", title="Garbage answers",
-        detail=f"{junk} of {total} answers at step {step} are garbage ({parts or 'none'}): broken decoding, a "
-               "tokenizer mismatch or weights gone bad.",
-        values={"garbage": junk, "answers": total, "share": junk / total if total else 0.0},
-        samples={"step": step, "filter": None}))
+    junk_kinds = ", ".join(f"{v} {k}" for k, v in sorted(tally["garbage"].items())) or "none"
+    out.append(Judged("garbage", "error", [(step, total > 0 and junk / total >= t("garbage_share"))],
+                      lambda s: Described("Garbage answers", f"{junk} of {total} answers at step {s} are garbage "
+                                          f"({junk_kinds}): broken decoding, a tokenizer mismatch or weights gone bad.",
+                                          None, {"garbage": float(junk), "answers": float(total),
+                                                 "share": junk / total if total else 0.0},
+                                          {"step": s, "filter": None}), refine=True))
     r = _pearson(tally["xy"])
     if r is not None and tally["xy"][0] >= n("length_corr_min_samples"):
         window = [*st.get("corr", [])[-(n("length_corr_window") - 1):], r]
         trend = mean(window)
-        out.append(Observation(
-            "length-hacking", step, len(window) >= n("length_corr_window") and trend > t("length_corr_max"), "warning",
-            title="Reward follows answer length",
-            detail=f"Within a step, score and answer length correlate at r = {r:.2f} (mean {trend:.2f} over the last "
-                   f"{len(window)} steps): longer answers are paid more; check the reward for length hacking.",
-            values={"correlation": r, "trend": trend}, samples={"step": step, "filter": "order=-score"}))
+        out.append(Judged(
+            "length-hacking", "warning",
+            [(step, len(window) >= n("length_corr_window") and trend > t("length_corr_max"))],
+            lambda s: Described("Reward follows answer length",
+                                f"Within a step, score and answer length correlate at r = {r:.2f} (mean {trend:.2f} "
+                                f"over the last {len(window)} steps): longer answers are paid more; check the reward "
+                                "for length hacking.", None, {"correlation": r, "trend": trend},
+                                {"step": s, "filter": "order=-score"}), refine=True))
     share = _no_signal_share(tally)
     if share is not None and not ctx.get("no_signal_from_metric"):
         window = [*st.get("no_signal", [])[-(n("no_signal_window") - 1):], share]
-        out.append(no_signal_observation(step, mean(window), share, None))
+        trend = mean(window)
+        judged = no_signal([(step, trend >= t("no_signal_share"))], lambda s: (trend, share), None)
+        judged.refine = True
+        out.append(judged)
     return out

@@ -7,12 +7,12 @@ import statistics
 
 from backend.services.health.metric_checks import push
 from backend.services.health.thresholds import n, t
-from backend.services.health.tracker import Observation
+from backend.services.health.tracker import Described, Judged
 
 KEEP = 50  # step times kept for the median
 
 
-def track(st: dict, step: int, wall: float) -> Observation | None:
+def track(st: dict, step: int, wall: float) -> Judged | None:
     """A point at `step` arrived: a newer step records its time per step; returns the judgement that the run is
     moving (which clears a stall)."""
     last = st.get("step")
@@ -21,10 +21,10 @@ def track(st: dict, step: int, wall: float) -> Observation | None:
     if last is not None and wall > st["wall"]:
         push(st.setdefault("durations", []), (wall - st["wall"]) / (step - last), KEEP)
     st["step"], st["wall"] = step, wall
-    return Observation("stalled", step, False, "error")
+    return Judged("stalled", "error", [(step, False)], lambda s: Described("Run moving", ""))
 
 
-def judge(st: dict, now: float, heartbeat: dict | None) -> Observation | None:
+def judge(st: dict, now: float, heartbeat: dict | None) -> Judged | None:
     durations = st.get("durations", [])
     if st.get("step") is None or len(durations) < n("stall_min_steps"):
         return None
@@ -37,7 +37,7 @@ def judge(st: dict, now: float, heartbeat: dict | None) -> Observation | None:
     values = {"idle_s": round(idle, 1), "median_step_s": round(median, 3), "limit_s": round(limit, 1)}
     if heartbeat and heartbeat.get("time") is not None:
         values["phase_s"] = round(now - heartbeat["time"], 1)
-    return Observation(
-        "stalled", st["step"], idle > limit, "error", title="Run stalled" + (f" in {phase}" if phase else ""),
-        detail=f"No step since step {st['step']} for {idle:.0f} s, {t('stall_factor'):g}x the median step time "
-               f"({median:.1f} s) being {limit:.0f} s.{where}", values=values)
+    return Judged("stalled", "error", [(st["step"], idle > limit)], lambda s: Described(
+        "Run stalled" + (f" in {phase}" if phase else ""),
+        f"No step since step {s} for {idle:.0f} s, {t('stall_factor'):g}x the median step time ({median:.1f} s) being "
+        f"{limit:.0f} s.{where}", None, values))

@@ -5,21 +5,29 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import func
-from sqlalchemy.orm.attributes import flag_modified
+from sqlalchemy import event as orm_event
+from sqlalchemy import func, text
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, select
 
-from backend.models import ACTIVE, HealthAlarm, HealthPrompt, HealthState, Run, RunStatus, Sample
+from backend import json_codec
+
+from backend.models import ACTIVE, HealthAlarm, HealthPrompt, Run, RunStatus, Sample
 from backend.services.events import RUNS_CHANNEL, add_event, run_channel
 from backend.services.health import autostop, sample_checks, stall
 from backend.services.health.metric_checks import CHECKS, watched
 from backend.services.health.thresholds import THRESHOLDS
-from backend.services.health.tracker import Change, Observation, advance
+from backend.services.health.tracker import AT_REST, Change, Judged, advance, last, since
 
 STEP_KEY = "training/global_step"
 STOP_JOB = "rlstudio.health_stop_job"  # session.info: the Ray job an auto-stop asks the route to stop
+HEALTH_CHECKS = "rlstudio.health_checks"  # session.info: False when the server judges nothing (RLSTUDIO_HEALTH_CHECKS)
 _WATCHED: dict[str, bool] = {}  # key -> whether a check reads it (keys repeat every step: decide once)
 RANK = {"error": 2, "warning": 1}
 
@@ -43,53 +51,138 @@ def _context(run: Run) -> dict[str, Any]:
     return {"cap": cap if isinstance(cap, int) else None, "one_minibatch": one}
 
 
-def _state(session: Session, run_id: int) -> HealthState:
-    stmt = select(HealthState).where(HealthState.run_id == run_id)
-    if session.get_bind().dialect.name == "postgresql":
-        stmt = stmt.with_for_update()  # two ingest requests of one run judge one after the other
-    row = session.exec(stmt).first()
-    if row is None:
-        row = HealthState(run_id=run_id, data={})
-        session.add(row)
-    return row
+@dataclass
+class State:
+    """A run's health_state row, read and written with plain SQL: ingest's hot path (the ORM's bookkeeping would
+    cost more than the checks)."""
+
+    run_id: int
+    checked_step: int | None
+    data: dict
+    stored: bool
 
 
-def on_metrics(session: Session, run: Run, rows) -> None:
-    """Judge the new points of a metrics batch ((key, step, value, wall_time) rows; NaN as None or nan)."""
+# SQLite: each database's states stay in memory between batches (ingest holds the one write lock while it judges,
+# so one judge at a time), saved with every batch; a new server (a new engine) reads them back from the table
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+CACHE_RUNS = 256
+TOUCHED = "rlstudio.health_touched"  # session.info: the runs whose cached state this transaction changed
+
+
+def _state(session: Session, run_id: int) -> State:
+    bind = session.get_bind()
+    sqlite = bind.dialect.name == "sqlite"
+    if sqlite:
+        cache = _CACHES.setdefault(bind, OrderedDict())
+        session.info.setdefault(TOUCHED, set()).add(run_id)
+        found = cache.get(run_id)
+        if found is not None:
+            cache.move_to_end(run_id)
+            return found
+    lock = "" if sqlite else " FOR UPDATE"  # PostgreSQL: one judge per run at a time
+    found = session.connection().exec_driver_sql(
+        f"SELECT checked_step, data FROM health_state WHERE run_id = {int(run_id)}{lock}").first()
+    state = State(run_id, None, {}, False) if found is None else State(
+        run_id, found[0], found[1] if isinstance(found[1], dict) else json_codec.loads(found[1]), True)
+    if sqlite:
+        cache[run_id] = state
+        while len(cache) > CACHE_RUNS:
+            cache.popitem(last=False)
+    return state
+
+
+@orm_event.listens_for(OrmSession, "after_rollback")
+def _forget(session: OrmSession) -> None:
+    """A rolled-back transaction's judgements never happened: its runs' states are read again from the table."""
+    touched = session.info.pop(TOUCHED, None)
+    if touched:
+        cache = _CACHES.get(session.get_bind())
+        for run_id in touched:
+            (cache or {}).pop(run_id, None)
+
+
+@orm_event.listens_for(OrmSession, "after_commit")
+def _kept(session: OrmSession) -> None:
+    session.info.pop(TOUCHED, None)
+
+
+def _save(session: Session, state: State) -> None:
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    mark, data = ("?", "?") if sqlite else ("%s", "CAST(%s AS JSON)")  # SQLite's JSON is text
+    params = (state.checked_step, json_codec.dumps(state.data), state.run_id)
+    conn = session.connection()
+    if state.stored:
+        conn.exec_driver_sql(f"UPDATE health_state SET checked_step = {mark}, data = {data} WHERE run_id = {mark}",
+                             params)
+    else:
+        conn.exec_driver_sql(f"INSERT INTO health_state (checked_step, data, run_id) VALUES ({mark}, {data}, {mark})",
+                             params)
+        state.stored = True
+
+
+def on_metrics(session: Session, run: Run, rows, series=None) -> None:
+    """Judge the new points of a metrics batch: `rows` ((key, step, value, wall_time); NaN as None), or for a plain
+    columnar batch (each key once, finite values) its `series`, read a key at a time."""
+    if not session.info.get(HEALTH_CHECKS, True):
+        return
     points: dict[str, list] = {}
-    for key, step, value, wall in rows:
-        if _watched(key):
-            points.setdefault(key, []).append((step, math.nan if value is None else value, wall))
+    walls: dict[str, float] = {}  # per key, the wall time of its newest point (the stall check's clock)
+    known = _WATCHED
+    if series is not None:
+        now = time.time()
+        for s in series:
+            w = known.get(s.key)
+            if w is None:
+                w = _watched(s.key)
+            if w and s.steps:
+                pts = list(zip(s.steps, s.values))
+                if any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):
+                    pts.sort()
+                points[s.key] = pts
+                walls[s.key] = s.wall_times[s.steps.index(pts[-1][0])] if s.wall_times else now
+    else:
+        timed: dict[str, list] = {}
+        for key, step, value, wall in rows:
+            w = known.get(key)
+            if w is None:
+                w = _watched(key)
+            if w:
+                timed.setdefault(key, []).append((step, math.nan if value is None else value, wall))
+        for key, pts in timed.items():
+            pts.sort(key=itemgetter(0))
+            points[key] = [(s, v) for s, v, _ in pts]
+            walls[key] = pts[-1][2]
     if not points:
         return
     row = _state(session, run.id)
     data = row.data
     ctx = data.setdefault("ctx", _context(run))
     seen = data.setdefault("seen", {})
-    fresh: dict[str, list[tuple[int, float]]] = {}
     newest = None
-    for key, pts in points.items():
-        pts.sort(key=lambda p: p[0])
-        last = seen.get(key, -1)
-        kept = [p for p in pts if p[0] > last]  # a resend of judged steps is history
-        if not kept:
-            continue
-        seen[key] = kept[-1][0]
-        fresh[key] = [(s, v) for s, v, _ in kept]
-        if newest is None or kept[-1][0] > newest[0]:
-            newest = (kept[-1][0], kept[-1][2])
-    observations: list[Observation] = []
+    for key in list(points):
+        pts, last = points[key], seen.get(key, -1)
+        if pts[0][0] <= last:  # a resend of judged steps is history
+            pts = points[key] = [p for p in pts if p[0] > last]
+            if not pts:
+                del points[key]
+                continue
+        seen[key] = pts[-1][0]
+        if newest is None or pts[-1][0] > newest[0]:
+            newest = (pts[-1][0], walls[key])
+    judged: list[Judged] = []
     for name, check in CHECKS.items():
-        observations += check(data.setdefault(name, {}), fresh, ctx)
+        judged += check(data.setdefault(name, {}), points, ctx)
     if newest is not None:
         moving = stall.track(data.setdefault("stall", {}), *newest)
         if moving is not None:
-            observations.append(moving)
-    _judge(session, run, row, observations)
+            judged.append(moving)
+    _judge(session, run, row, judged)
 
 
 def on_samples(session: Session, run: Run, samples) -> None:
     """Judge a batch of answers (SampleIn); the training split only."""
+    if not session.info.get(HEALTH_CHECKS, True):
+        return
     answers = [sample_checks.Answer(step=s.step, index=s.sample_index, response=s.response or "", tokens=s.tokens,
                                     score=s.score if s.score is not None else s.reward,
                                     group=s.group_uid or (None if s.prompt_index is None else f"p{s.prompt_index}"),
@@ -100,9 +193,9 @@ def on_samples(session: Session, run: Run, samples) -> None:
     row = _state(session, run.id)
     data = row.data
     ctx = data.setdefault("ctx", _context(run))
-    observations, finished = sample_checks.judge(data.setdefault("answers", {}), answers, ctx)
+    judged, finished = sample_checks.judge(data.setdefault("answers", {}), answers, ctx)
     _record_prompts(session, run.id, finished)
-    _judge(session, run, row, observations)
+    _judge(session, run, row, judged)
 
 
 def _record_prompts(session: Session, run_id: int, finished: list[dict]) -> None:
@@ -133,10 +226,13 @@ def on_heartbeat(session: Session, run: Run, fields: dict) -> None:
     if not isinstance(phase, str) or not phase:
         return
     began = beat.get("time")
-    row = _state(session, run.id)
-    row.data["heartbeat"] = {"phase": phase[:100], "step": beat.get("step") if isinstance(beat.get("step"), int) else None,
-                             "time": float(began) if _finite(began) else time.time()}
-    flag_modified(row, "data")
+    from backend.services.upsert import write_lock
+
+    with write_lock(session):
+        row = _state(session, run.id)
+        row.data["heartbeat"] = {"phase": phase[:100], "time": float(began) if _finite(began) else time.time(),
+                                 "step": beat.get("step") if isinstance(beat.get("step"), int) else None}
+        _save(session, row)
 
 
 def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str | None:
@@ -144,32 +240,27 @@ def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str
     clock). Commits; returns the Ray job an auto-stop asks to stop."""
     if run.status not in ACTIVE:
         return None
-    row = session.get(HealthState, run.id)
-    if row is None or "stall" not in row.data:
-        return None
-    ob = stall.judge(row.data["stall"], time.time() if now is None else now, row.data.get("heartbeat"))
-    if ob is None:
-        return None
-    _judge(session, run, row, [ob])
-    session.commit()
+    from backend.services.upsert import write_lock
+
+    with write_lock(session):
+        row = _state(session, run.id)
+        judged = stall.judge(row.data.get("stall", {}), time.time() if now is None else now, row.data.get("heartbeat"))
+        if judged is None:
+            session.rollback()  # nothing judged: the read ends here
+            return None
+        _judge(session, run, row, [judged])
+        session.commit()
     return session.info.pop(STOP_JOB, None)
 
 
-def _judge(session: Session, run: Run, row: HealthState, observations: list[Observation]) -> None:
-    data = row.data
-    trackers = data.setdefault("alarms", {})
+def _judge(session: Session, run: Run, row: State, judged: list[Judged]) -> None:
+    trackers = row.data.setdefault("alarms", {})
     changes: list[Change] = []
-    for ob in observations:
-        tracker = trackers.setdefault(ob.alarm, {})
-        change = advance(tracker, ob)
-        if change is None and ob.refine and ob.bad and tracker.get("firing") and ob.step == tracker.get("since"):
-            change = Change("fire", ob, ob.step)  # its first step judged again (more of its answers): new numbers
-        if change is not None:
-            changes.append(change)
-        if row.checked_step is None or ob.step > row.checked_step:
-            row.checked_step = ob.step
-    flag_modified(row, "data")
-    session.add(row)
+    for j in judged:
+        changes += advance(trackers.setdefault(j.alarm, list(AT_REST)), j)
+        if j.steps and (row.checked_step is None or j.steps[-1][0] > row.checked_step):
+            row.checked_step = j.steps[-1][0]
+    _save(session, row)
     if changes:
         now = time.time()
         for change in changes:
@@ -182,16 +273,17 @@ def _judge(session: Session, run: Run, row: HealthState, observations: list[Obse
 
 
 def _write(session: Session, run_id: int, change: Change, now: float) -> None:
-    ob = change.observation
-    alarm = session.get(HealthAlarm, (run_id, ob.alarm))
-    if change.kind == "fire":
+    j = change.judged
+    alarm = session.get(HealthAlarm, (run_id, j.alarm))
+    if change.kind in ("fire", "refine"):
+        words = j.describe(change.at)
         if alarm is None:
-            alarm = HealthAlarm(run_id=run_id, alarm_id=ob.alarm, since_step=change.step, severity=ob.severity,
+            alarm = HealthAlarm(run_id=run_id, alarm_id=j.alarm, since_step=change.step, severity=j.severity,
                                 state="firing")
-        alarm.sqlmodel_update({"severity": ob.severity, "state": "firing", "title": ob.title, "detail": ob.detail,
-                               "key": ob.key, "since_step": change.step, "cleared_step": None,
-                               "values": {k: float(v) for k, v in ob.values.items() if _finite(v)},
-                               "samples": ob.samples, "updated_at": now})
+        alarm.sqlmodel_update({"severity": j.severity, "state": "firing", "title": words.title, "detail": words.detail,
+                               "key": words.key, "since_step": change.step, "cleared_step": None,
+                               "values": {k: float(v) for k, v in words.values.items() if _finite(v)},
+                               "samples": words.samples, "updated_at": now})
     elif alarm is not None:
         alarm.sqlmodel_update({"state": "cleared", "cleared_step": change.step, "updated_at": now})
     else:
@@ -212,7 +304,7 @@ def _auto_stop(session: Session, run: Run, trackers: dict) -> None:
         return
     alarm_id, tracker = due
     alarm = session.get(HealthAlarm, (run.id, alarm_id))
-    reason = autostop.reason(alarm_id, tracker["since"], tracker["last"], after, alarm.title if alarm else alarm_id,
+    reason = autostop.reason(alarm_id, since(tracker), last(tracker), after, alarm.title if alarm else alarm_id,
                              alarm.detail if alarm else "")
     from backend.services.runs import set_status
 
@@ -225,11 +317,12 @@ def _auto_stop(session: Session, run: Run, trackers: dict) -> None:
 def report(session: Session, run_id: int) -> dict[str, Any]:
     """The body of GET /runs/{id}/health and of the `health` event."""
     rows = session.exec(select(HealthAlarm).where(HealthAlarm.run_id == run_id)).all()
-    state = session.get(HealthState, run_id)
+    checked = session.connection().exec_driver_sql(
+        f"SELECT checked_step FROM health_state WHERE run_id = {int(run_id)}").first()
     alarms = sorted(rows, key=lambda a: (a.state != "firing", -RANK.get(a.severity, 0), -a.since_step, a.alarm_id))
     firing = [a for a in alarms if a.state == "firing"]
     status = max((a.severity for a in firing), key=lambda s: RANK.get(s, 0), default="ok")
-    return {"run_id": run_id, "status": status, "checked_step": state.checked_step if state else None,
+    return {"run_id": run_id, "status": status, "checked_step": checked[0] if checked else None,
             "alarms": [{"id": a.alarm_id, "severity": a.severity, "state": a.state, "title": a.title,
                         "detail": a.detail, "key": a.key, "since_step": a.since_step, "cleared_step": a.cleared_step,
                         "values": a.values or {}, "samples": a.samples} for a in alarms],
