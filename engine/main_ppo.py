@@ -125,8 +125,12 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
         roles = ["actor", "rollout"] + (["reference"] if uses_reference(cfg) else [])
         roles += ["critic"] if cfg.critic.enable else []
         roles += ["reward_model"] if cfg.reward_model.enable else []  # on the workers, beside the reference
+        # the run's facts (the run page shows them): n_params / n_trainable_params are the actor's (fewer train
+        # with LoRA, all of them in full fine-tuning)
         logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
                           total_steps=total_steps, launcher=workers.launcher,
+                          device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
+                          n_trainable_params=workers.info.get("n_trainable_params"),
                           placement=workers.info.get("placement"))
         trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
                              total_steps, device_name=workers.info.get("device_name"),

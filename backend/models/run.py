@@ -113,6 +113,7 @@ class Run(RunBase, table=True):
     parent_relation: str | None = None  # fork | resume
     ingest_token_hash: str = Field(default="", max_length=128)
     run_dir: str = ""
+    facts: dict[str, Any] = Field(default_factory=dict, sa_type=JSONType)  # what the engine reported at its start
 
 
 class RunPublic(RunBase):
@@ -134,6 +135,10 @@ class RunPublic(RunBase):
     submission_id: str | None
     parent_id: int | None
     parent_relation: str | None
+    facts: dict[str, Any] = Field(default_factory=dict, description=(
+        "what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, "
+        "`workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that "
+        "train: fewer than `n_params` with LoRA, equal in full fine-tuning); empty until then"))
 
 
 class RunCreated(RunPublic):

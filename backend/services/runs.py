@@ -190,6 +190,29 @@ def set_status(session: Session, run: Run, status: RunStatus, *, error: str | No
     return True
 
 
+FACTS_MAX_BYTES = 20_000
+FACTS_MAX_KEYS = 50
+NOT_FACTS = {"heartbeat", "step", "error"}
+
+
+def record_facts(run: Run, fields: dict[str, Any]) -> bool:
+    """Keep what the engine reported at its start (`log_status("started", ...)`: device, workers, n_params,
+    n_trainable_params, ...) as the run's facts, over any reported before (a restarted job reports again). Values
+    too large to show (over FACTS_MAX_BYTES as JSON) and keys past FACTS_MAX_KEYS are left out. Returns whether
+    they changed."""
+    facts = dict(run.facts or {})
+    for key, value in fields.items():
+        if key in NOT_FACTS or len(json.dumps(value, default=str)) > FACTS_MAX_BYTES:
+            continue
+        if len(facts) >= FACTS_MAX_KEYS and str(key)[:100] not in facts:
+            break
+        facts[str(key)[:100]] = value
+    if facts == (run.facts or {}):
+        return False
+    run.facts = facts
+    return True
+
+
 def update_progress(run: Run, step: int | None, total: int | None) -> bool:
     changed = False
     if step is not None and (run.progress_step is None or step > run.progress_step):

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
 
-# UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form.
+# UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form; "x-group"
+# fields get a card of their own there, named by the group (after the essentials, before "Advanced").
 ESSENTIAL = {"x-essential": True}
+LORA = {"x-group": "LoRA"}
 
 
 class Section(BaseModel):
@@ -103,14 +105,17 @@ class ModelConfig(Section):
     use_fused_kernels: bool = False
     trust_remote_code: bool = False
     lora_rank: int = Field(0, ge=0, description="LoRA adapter rank (0 = train all weights). With LoRA the reference "
-                                                "is the base model with the adapter off (no second copy).")
-    lora_alpha: int = Field(16, gt=0, description="LoRA scale numerator: the adapter adds (lora_alpha / lora_rank) · B A.")
+                                                "is the base model with the adapter off (no second copy).",
+                           json_schema_extra=LORA)
+    lora_alpha: int = Field(16, gt=0, description="LoRA scale numerator: the adapter adds (lora_alpha / lora_rank) · B A.",
+                            json_schema_extra=LORA)
     target_modules: Union[str, list[str]] = Field(
         "all-linear", description="Linear layers that get an adapter: all-linear (every one but the output layer) or "
-                                  "a list of names, e.g. [q_proj,v_proj].")
-    exclude_modules: Optional[Union[str, list[str]]] = Field(None, description="Layers left without an adapter.")
+                                  "a list of names, e.g. [q_proj,v_proj].", json_schema_extra=LORA)
+    exclude_modules: Optional[Union[str, list[str]]] = Field(None, description="Layers left without an adapter.",
+                                                             json_schema_extra=LORA)
     lora_adapter_path: Optional[str] = Field(None, description="Start from a saved PEFT adapter (a directory with "
-                                                              "adapter_config.json).")
+                                                              "adapter_config.json).", json_schema_extra=LORA)
 
 
 class CheckpointConfig(Section):
@@ -276,11 +281,15 @@ class CriticModelConfig(Section):
     trust_remote_code: bool = False
     fsdp_config: FSDPConfig = Field(default_factory=FSDPConfig)
     lora_rank: int = Field(0, ge=0, description="LoRA adapter rank of the critic (0 = train all weights); its value "
-                                                "head trains in full.")
-    lora_alpha: int = Field(16, gt=0)
-    target_modules: Union[str, list[str]] = "all-linear"
-    exclude_modules: Optional[Union[str, list[str]]] = None
-    lora_adapter_path: Optional[str] = None
+                                                "head trains in full.", json_schema_extra=LORA)
+    lora_alpha: int = Field(16, gt=0, description="The critic's LoRA scale numerator (lora_alpha / lora_rank).",
+                            json_schema_extra=LORA)
+    target_modules: Union[str, list[str]] = Field("all-linear", description="The critic's layers that get an adapter: "
+                                                  "all-linear or a list of names.", json_schema_extra=LORA)
+    exclude_modules: Optional[Union[str, list[str]]] = Field(None, description="The critic's layers left without an "
+                                                             "adapter.", json_schema_extra=LORA)
+    lora_adapter_path: Optional[str] = Field(None, description="Start the critic from a saved PEFT adapter.",
+                                             json_schema_extra=LORA)
 
 
 class CriticOptimConfig(OptimConfig):

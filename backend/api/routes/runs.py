@@ -198,12 +198,15 @@ def download_run_file(session: SessionDep, run_id: int, path: str):
 @ingest_router.post("/{run_id}/status", response_model=IngestResult)
 def report_run_status(run: IngestRunDep, session: SessionDep, body: RunStatusReport):
     """The engine's `log_status`: running / succeeded / failed (with `error`), and progress (`fields.step`,
-    `fields.total_steps`). Terminal states stick."""
+    `fields.total_steps`). Terminal states stick. A `started` report's fields are the run's `facts`."""
     mapped = runs_service.ENGINE_STATUS.get(body.status.lower())
     if mapped is None:
         raise unprocessable(["body", "status"],
                             f"status: '{body.status}' is not one of {', '.join(runs_service.ENGINE_STATUS)}.")
     health.on_heartbeat(session, run, body.fields)  # `fields.phase`: where a stalled run is stuck
+    # device, workers, trainable/total parameters: shown on the run page (live, with the run's status event)
+    if body.status.lower() == "started" and runs_service.record_facts(run, body.fields):
+        runs_service.announce(session, run)
     step, total = body.fields.get("step"), body.fields.get("total_steps")
     changed = runs_service.report_status(session=session, run=run, status=mapped, error=body.error,
                                          step=step if isinstance(step, int) else None,

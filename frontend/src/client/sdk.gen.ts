@@ -211,7 +211,7 @@ export const downloadRunFile = <ThrowOnError extends boolean = false>(options: O
  * Report Run Status
  *
  * The engine's `log_status`: running / succeeded / failed (with `error`), and progress (`fields.step`,
- * `fields.total_steps`). Terminal states stick.
+ * `fields.total_steps`). Terminal states stick. A `started` report's fields are the run's `facts`.
  */
 export const reportRunStatus = <ThrowOnError extends boolean = false>(options: Options<ReportRunStatusData, ThrowOnError>) => (options.client ?? client).post<ReportRunStatusResponses, ReportRunStatusErrors, ThrowOnError>({
     url: '/api/v1/runs/{run_id}/status',

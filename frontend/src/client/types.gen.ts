@@ -840,6 +840,14 @@ export type RunCreated = {
      */
     parent_relation: string | null;
     /**
+     * Facts
+     *
+     * what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, `workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that train: fewer than `n_params` with LoRA, equal in full fine-tuning); empty until then
+     */
+    facts?: {
+        [key: string]: unknown;
+    };
+    /**
      * Ingest Token
      */
     ingest_token?: string | null;
@@ -996,6 +1004,14 @@ export type RunPublic = {
      * Parent Relation
      */
     parent_relation: string | null;
+    /**
+     * Facts
+     *
+     * what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, `workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that train: fewer than `n_params` with LoRA, equal in full fine-tuning); empty until then
+     */
+    facts?: {
+        [key: string]: unknown;
+    };
 };
 
 /**
@@ -1117,6 +1133,14 @@ export type RunSummary = {
      * Parent Relation
      */
     parent_relation: string | null;
+    /**
+     * Facts
+     *
+     * what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, `workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that train: fewer than `n_params` with LoRA, equal in full fine-tuning); empty until then
+     */
+    facts?: {
+        [key: string]: unknown;
+    };
     /**
      * Val Score
      *

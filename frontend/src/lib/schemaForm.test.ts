@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { errorField, essentialsFirst, fieldsFromSchema, fromText, toText } from "./schemaForm";
+import { errorField, essentialsFirst, fieldsFromSchema, fromText, subsectionOf, toText } from "./schemaForm";
 
 const schema = {
   $defs: {
@@ -63,5 +63,50 @@ describe("schemaForm", () => {
   it("maps a server 422 to a field", () => {
     expect(errorField({ loc: ["body", "config", "data", "train_batch_size"], field: "data.train_batch_size" })).toBe("data.train_batch_size");
     expect(errorField({ loc: ["body", "name"] })).toBe("name");
+  });
+});
+
+describe("schemaForm groups (x-group)", () => {
+  const lora = (extra: object) => ({ "x-group": "LoRA", ...extra });
+  const grouped = {
+    $defs: {
+      Model: {
+        type: "object",
+        properties: {
+          path: { type: "string", default: "m", "x-essential": true },
+          lora_rank: lora({ type: "integer", default: 0, minimum: 0 }),
+          target_modules: lora({ anyOf: [{ type: "string" }, { type: "array", items: { type: "string" } }], default: "all-linear" }),
+          use_liger: { type: "boolean", default: false },
+        },
+      },
+      Critic: { type: "object", properties: { model: { type: "object", properties: { lora_rank: lora({ type: "integer", default: 0 }) } } } },
+    },
+    type: "object",
+    properties: {
+      actor_rollout_ref: { type: "object", properties: { model: { $ref: "#/$defs/Model" } } },
+      critic: { $ref: "#/$defs/Critic" },
+      trainer: { type: "object", properties: { seed: { type: "integer", default: 1, "x-group": "LoRA", "x-essential": true } } },
+    },
+  };
+  const fields = fieldsFromSchema(grouped);
+
+  it("gives an x-group's fields a group of their own, in schema order, out of Advanced", () => {
+    const { essentials, groups, advanced } = essentialsFirst(fields);
+    expect(groups.map((g) => g.name)).toEqual(["LoRA"]);
+    expect(groups[0].fields.map((f) => f.key)).toEqual([
+      "actor_rollout_ref.model.lora_rank", "actor_rollout_ref.model.target_modules", "critic.model.lora_rank",
+    ]);
+    expect(groups[0].fields.map(subsectionOf)).toEqual(["actor_rollout_ref.model", "actor_rollout_ref.model", "critic.model"]);
+    // an essential stays with the essentials whatever its group
+    expect(essentials.map((f) => f.key)).toEqual(["actor_rollout_ref.model.path", "trainer.seed"]);
+    expect(advanced.map((f) => f.key)).toEqual(["actor_rollout_ref.model.use_liger"]);
+  });
+
+  it("labels LoRA keys readably and keeps their types", () => {
+    const byKey = Object.fromEntries(fields.map((f) => [f.key, f]));
+    expect(byKey["critic.model.lora_rank"]).toMatchObject({ label: "LoRA rank", kind: "integer", group: "LoRA" });
+    expect(byKey["actor_rollout_ref.model.target_modules"]).toMatchObject({ label: "Target modules", acceptsList: true });
+    expect(fromText(byKey["actor_rollout_ref.model.target_modules"], "[q_proj, v_proj]")).toEqual({ ok: true, value: ["q_proj", "v_proj"] });
+    expect(byKey["actor_rollout_ref.model.use_liger"].group).toBeNull();
   });
 });

@@ -22,6 +22,7 @@ type Schema = {
   exclusiveMinimum?: number;
   additionalProperties?: boolean | Schema;
   "x-essential"?: boolean;
+  "x-group"?: string;
 };
 
 export type FieldKind = "boolean" | "integer" | "number" | "string" | "enum" | "list" | "json";
@@ -38,6 +39,8 @@ export interface Field {
   options: string[]; // for enums
   default: HydraValue | undefined;
   essential: boolean;
+  /** the schema's "x-group": the form gives the group's fields a card of their own (e.g. LoRA) */
+  group: string | null;
   minimum?: number;
   maximum?: number;
 }
@@ -126,7 +129,8 @@ function labelOf(key: string): string {
   if (LABELS[key]) return LABELS[key];
   const parts = key.split(".");
   const last = parts[parts.length - 1];
-  const words = (last.length <= 3 && parts.length > 1 ? `${parts[parts.length - 2]} ${last}` : last).replace(/_/g, " ");
+  const words = (last.length <= 3 && parts.length > 1 ? `${parts[parts.length - 2]} ${last}` : last).replace(/_/g, " ")
+    .replace(/\blora\b/g, "LoRA");
   return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
@@ -168,6 +172,7 @@ export function fieldsFromSchema(root: Schema): Field[] {
       options: enumNode ? enumNode.enum!.map(String) : [],
       default: node.default as HydraValue | undefined,
       essential: Boolean(node["x-essential"]),
+      group: node["x-group"] ?? null,
       minimum: numeric?.minimum ?? numeric?.exclusiveMinimum,
       maximum: numeric?.maximum,
     });
@@ -176,15 +181,35 @@ export function fieldsFromSchema(root: Schema): Field[] {
   return out;
 }
 
-export function essentialsFirst(fields: Field[]): { essentials: Field[]; advanced: Field[] } {
+export interface FieldGroup {
+  name: string;
+  fields: Field[];
+}
+
+/** The form's layout: the essentials (in ESSENTIAL_ORDER), then one group per schema "x-group" (in schema order, its
+ * fields in schema order), then everything else ("Advanced"). An essential stays an essential whatever its group. */
+export function essentialsFirst(fields: Field[]): { essentials: Field[]; groups: FieldGroup[]; advanced: Field[] } {
   const rank = (f: Field) => {
     const i = ESSENTIAL_ORDER.indexOf(f.key);
     return i === -1 ? ESSENTIAL_ORDER.length : i;
   };
   const essentials = fields.filter((f) => f.essential || ESSENTIAL_ORDER.includes(f.key));
   essentials.sort((a, b) => rank(a) - rank(b));
-  const advanced = fields.filter((f) => !essentials.includes(f));
-  return { essentials, advanced };
+  const groups: FieldGroup[] = [];
+  for (const f of fields) {
+    if (!f.group || essentials.includes(f)) continue;
+    const group = groups.find((g) => g.name === f.group);
+    if (group) group.fields.push(f);
+    else groups.push({ name: f.group, fields: [f] });
+  }
+  const advanced = fields.filter((f) => !essentials.includes(f) && !f.group);
+  return { essentials, groups, advanced };
+}
+
+/** The object a field belongs to ("actor_rollout_ref.model" for actor_rollout_ref.model.lora_rank): a group's
+ * sub-heading, which tells apart the same name under two roles. */
+export function subsectionOf(field: Field): string {
+  return field.key.split(".").slice(0, -1).join(".");
 }
 
 /** Render a value into the text a user edits (lists as `[a, b]`, null as empty). */

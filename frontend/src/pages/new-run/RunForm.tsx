@@ -12,6 +12,7 @@ import { PageTitle } from "../../components/Layout";
 import { flatten, sameValue, unflatten } from "../../lib/configDiff";
 import { essentialsFirst, fieldsFromSchema, type Field } from "../../lib/schemaForm";
 import { toCommand, type HydraValue } from "../../lib/verlCommand";
+import { FieldGroupCard } from "./FieldGroupCard";
 import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
 import { rawOf, valueOf } from "./fieldValues";
 import { PasteSection } from "./PasteSection";
@@ -35,7 +36,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   const qc = useQueryClient();
   const fields = useMemo(() => fieldsFromSchema(schema), [schema]);
   const byKey = useMemo(() => new Map(fields.map((f) => [f.key, f])), [fields]);
-  const { essentials, advanced } = useMemo(() => essentialsFirst(fields), [fields]);
+  const { essentials, groups, advanced } = useMemo(() => essentialsFirst(fields), [fields]);
 
   // the starting point: engine defaults, overlaid with the preset's values or the parent run's config
   const base = useMemo(() => {
@@ -165,6 +166,8 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
         <h2>Essentials</h2>
         <div className="form-section">{essentials.map(renderField)}</div>
       </section>
+
+      {groups.map((g) => <FieldGroupCard key={g.name} group={g} renderField={renderField} />)}
 
       <details className="card" open={advancedOpen} onToggle={(e) => setAdvancedOpen((e.target as HTMLDetailsElement).open)}>
         <summary><strong>Advanced</strong> <span className="muted small">— {advanced.length} more keys</span></summary>

@@ -13,6 +13,7 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { fmtDate, secondsBetween } from "../../lib/format";
+import { deviceFact, parameterFact } from "../../lib/runFacts";
 import { ConfigView } from "./ConfigView";
 import { HealthPanel } from "./HealthPanel";
 import { LogTail, useLogTail } from "./LogTail";
@@ -78,6 +79,8 @@ function RunView({ run }: { run: RunPublic }) {
 
   const duration = secondsBetween(run.started_at, run.finished_at);
   const experiment = experiments.data?.data.find((e) => e.id === run.experiment_id);
+  const parameters = parameterFact(run.facts);
+  const device = deviceFact(run.facts);
   return (
     <div className="stack">
       <PageTitle actions={<>
@@ -103,6 +106,8 @@ function RunView({ run }: { run: RunPublic }) {
         <span>created {fmtDate(run.created_at)}</span>
         {duration !== null && <span>duration {fmtDuration(duration)}</span>}
         {run.parent_id && <span>{run.parent_relation ?? "child"} of <Link to={`/runs/${run.parent_id}`}>run {run.parent_id}</Link></span>}
+        {device && <span data-fact="device">on <strong>{device}</strong></span>}
+        {parameters && <span data-fact="parameters" title={parameters.title}><strong>{parameters.text}</strong></span>}
         <Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} />
       </div>
 
