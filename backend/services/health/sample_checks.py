@@ -4,8 +4,10 @@ answers costs only itself: degenerate answers (ported from the UI), garbage answ
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
+from operator import eq
 
 from backend.services.health.metric_checks import mean, no_signal, push
 from backend.services.health.thresholds import n, t
@@ -29,21 +31,19 @@ def degenerate_reason(response: str, tokens: list[str] | None) -> str | None:
     if response.strip() == "":
         return "empty"
     words = tokens if tokens else response.split()
-    run = 1
-    for i in range(1, len(words)):
-        run = run + 1 if words[i] == words[i - 1] else 1
-        if run >= n("repeat_run"):
-            return "repetitive"
+    run = n("repeat_run")
+    # a token repeated `run` times in a row = `run - 1` neighbours equal in a row (compared in C, not a Python loop)
+    if len(words) >= run and b"\x01" * (run - 1) in bytes(map(eq, words, words[1:])):
+        return "repetitive"
     k = n("repeat_ngram")
     if len(words) >= n("repeat_min_tokens"):
-        grams = Counter(tuple(words[i:i + k]) for i in range(len(words) - k + 1))
-        top = max(grams.values(), default=0)
+        top = max(Counter(zip(*(words[i:] for i in range(k)))).values(), default=0)
         if top * k / len(words) > t("repeat_coverage"):
             return "repetitive"
     return None
 
 
-_CONTROL = {chr(c) for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}  # not \t \n \r
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control bytes but \t \n \r
 
 
 def garbage_reason(answer: Answer, cap: int | None) -> str | None:
@@ -52,7 +52,7 @@ def garbage_reason(answer: Answer, cap: int | None) -> str | None:
     text = answer.response
     if "\ufffd" in text:
         return "replacement characters"
-    if any(ch in _CONTROL for ch in text):
+    if _CONTROL.search(text):
         return "control bytes"
     tokens = answer.tokens
     if cap and tokens and not answer.multi_turn and len(tokens) >= cap:
