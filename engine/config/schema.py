@@ -451,7 +451,7 @@ class TrainerV1Config(Section):
 HealthAlarmKind = Literal["skipped", "nonfinite", "kl-high", "kl-low", "values-flat", "clip-ratio", "score-collapse",
                           "degenerate", "entropy-collapse", "length-hacking", "length-rising",
                           "train-heldout-divergence", "garbage", "no-signal", "step1-kl", "step1-clip",
-                          "rollout-mismatch", "stalled", "tool-collapse"]
+                          "rollout-mismatch", "stalled", "tool-collapse", "stale-rollout"]
 
 
 class TrainerHealthConfig(Section):
