@@ -7,10 +7,15 @@ copy of the weights). A rollout samples from base + adapter: `merged_weights` gi
 HF model's names with each adapted linear layer merged (W + scale · B A), which is what the static decoder binds
 and what vLLM loads; the training module itself is never merged in place, so the update always sees base and
 adapter apart.
+
+On disk (docs/checkpoints.md): an export writes the merged model and, in `lora_adapter/`, the adapter in PEFT's
+layout (`save_adapter`); a checkpoint keeps the adapter's weights in DCP and its config in `lora/`
+(`save_adapter_config`, with the base model's path), which is what the model merger needs besides the base.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import torch
@@ -109,3 +114,52 @@ def _delta(layer) -> torch.Tensor:
         d = (b.float() @ a.float()) * layer.scaling[adapter]
         delta = d if delta is None else delta + d
     return delta
+
+
+# ---- the adapter on disk (exports and checkpoints) ------------------------------------------------------------
+ADAPTER_DIR = "lora_adapter"  # an export's adapter in PEFT's layout, inside the merged model's folder
+CHECKPOINT_DIR = "lora"  # a checkpoint role's adapter config (adapter_config.json; the weights are DCP's)
+ADAPTER_NAME = "default"  # the one adapter wrap() makes (peft's default name)
+
+
+def base_path(module: nn.Module) -> str | None:
+    """The path (or hub id) the base weights were loaded from: absolute when it is a local folder, so a merge
+    from another working directory still finds it."""
+    path = base_model(module).name_or_path or None
+    return os.path.abspath(path) if path and os.path.isdir(path) else path
+
+
+def trainable_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Full CPU copies of the parameters that train (the adapter, a LoRA critic's value head), under the wrapped
+    module's names. Collective on a sharded module: every rank calls it; every rank gets the tensors."""
+    return {name: _full(p).detach().cpu().clone() for name, p in module.named_parameters() if p.requires_grad}
+
+
+def save_adapter_config(module: nn.Module, directory: str) -> None:
+    """adapter_config.json as peft writes it, with the base model's path (not that of a `lora_adapter_path` the
+    run started from) and inference_mode on."""
+    import copy
+
+    config = copy.deepcopy(module.peft_config[ADAPTER_NAME])
+    config.base_model_name_or_path = base_path(module)
+    config.inference_mode = True
+    cls = type(base_model(module))
+    cls = next((c for c in cls.__mro__ if c.__module__.startswith("transformers.")), cls)  # not FSDP's subclass
+    os.makedirs(directory, exist_ok=True)
+    config.save_pretrained(directory, auto_mapping_dict={"base_model_class": cls.__name__,
+                                                         "parent_library": cls.__module__})
+
+
+def save_adapter(module: nn.Module, trainable: dict[str, torch.Tensor], directory: str) -> None:
+    """`directory` in PEFT's layout (adapter_config.json + adapter_model.safetensors; `PeftModel.from_pretrained(
+    base, directory)` loads it). `trainable`: `trainable_state(module)`; peft's own function renames it to the
+    saved keys (adapter name dropped, a modules_to_save copy under its layer's name)."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    state = get_peft_model_state_dict(module, state_dict=trainable, adapter_name=ADAPTER_NAME)
+    if not state:
+        raise ValueError(f"no adapter weights among {sorted(trainable)[:5]}: nothing to save in {directory}")
+    save_adapter_config(module, directory)
+    save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(directory, "adapter_model.safetensors"),
+              metadata={"format": "pt"})

@@ -18,7 +18,10 @@ HF_FILES_DIR = "huggingface"  # inside global_step_N/<role>/ (verl's name)
 
 
 def hf_class(module: nn.Module) -> type:
-    """The transformers class of a model, also when FSDP2 has wrapped it (fully_shard swaps in a subclass)."""
+    """The transformers class of a model, also when FSDP2 has wrapped it (fully_shard swaps in a subclass) or peft
+    has (a LoRA role: the class of the model inside, not peft's)."""
+    if hasattr(module, "get_base_model") and hasattr(module, "peft_config"):
+        module = module.get_base_model()
     return next(c for c in type(module).__mro__ if c.__module__.startswith("transformers."))
 
 

@@ -14,6 +14,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
+from engine.adapters import lora
 from engine.checkpoint.export import HF_FILES_DIR, save_hf_files
 
 
@@ -30,7 +31,8 @@ def background_writer(directory: str) -> dcp.FileSystemWriter:
 def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None,
               background_group=None, writer: dcp.FileSystemWriter | None = None):
     """`directory`/huggingface/ gets the config and tokenizer (rank 0): with them the folder alone becomes an HF
-    model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`).
+    model (`python -m engine.model_merger merge --backend fsdp --local_dir DIR --target_dir D`); a LoRA role's
+    `directory`/lora/adapter_config.json adds the adapter's config and the base model's path.
 
     With `background_group` (a process group of its own, so that the writer thread's collectives never interleave
     with training's) the shards are copied to host memory and written by a background thread: returns the future
@@ -39,6 +41,8 @@ def save_role(directory: str, module, optimizer, scheduler, rank: int, world: in
     os.makedirs(directory, exist_ok=True)
     if rank == 0:
         save_hf_files(module, tokenizer, os.path.join(directory, HF_FILES_DIR))
+        if lora.is_lora(module):  # the DCP shards hold the adapter only: record its config and the base's path
+            lora.save_adapter_config(module, os.path.join(directory, lora.CHECKPOINT_DIR))
     extra = {"scheduler": scheduler.state_dict(), "world": world, "rng": rng_state()}
     torch.save(extra, os.path.join(directory, f"extra_state_rank_{rank}.pt"))
     model_sd, optim_sd = get_state_dict(module, optimizer, options=_options(module))

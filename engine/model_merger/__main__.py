@@ -12,6 +12,8 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--backend", required=True, help="fsdp (rlstudio saves FSDP2 checkpoints)")
     common.add_argument("--local_dir", help="<trainer.default_local_dir>/global_step_N/actor (or .../critic)")
     common.add_argument("--trust-remote-code", action="store_true", help="load a custom model class")
+    common.add_argument("--base_model", help="a LoRA checkpoint's base model (default: the path it recorded in "
+                        "lora/adapter_config.json, the run's actor_rollout_ref.model.path)")
     # verl's Megatron-only switches: accepted so verl's commands run; an FSDP checkpoint already records both
     common.add_argument("--tie-word-embedding", action="store_true", help="(Megatron only; read from the config)")
     common.add_argument("--is-value-model", action="store_true", help="(Megatron only; read from the config)")
@@ -35,10 +37,12 @@ def run(args: argparse.Namespace) -> int:
         if args.hf_upload_path or args.private:
             raise MergerError("--hf_upload_path/--private: uploading is not supported here; merge into "
                               "--target_dir, then upload that folder (e.g. `huggingface-cli upload`)")
-        target = merge(args.local_dir, args.target_dir, trust_remote_code=args.trust_remote_code)
+        target = merge(args.local_dir, args.target_dir, trust_remote_code=args.trust_remote_code,
+                       base_model=args.base_model)
         print(f"Merged {args.local_dir} into {target}")
         return 0
-    worst = compare(args.local_dir, args.test_hf_dir)
+    worst = compare(args.local_dir, args.test_hf_dir, trust_remote_code=args.trust_remote_code,
+                    base_model=args.base_model)
     same = worst <= 1e-6
     print(f"{'Same' if same else 'Different'} weights: largest |difference| {worst:.3g} between {args.local_dir} "
           f"and {args.test_hf_dir}")

@@ -404,11 +404,26 @@ class TrainWorker:
         self._sync_rollout_weights()  # a resumed actor must also be what the rollout engine generates with
 
     def export_hf(self, directory: str) -> None:
-        """Write the actor as an ordinary HF model directory (collective; rank 0 writes)."""
-        state = full_state_dict(self.actor_module)
+        """Write the actor as an ordinary HF model directory (collective; rank 0 writes). A LoRA actor: the merged
+        model (W + scale · B A under the plain names, as the rollout gets it) in `directory`, and the adapter in
+        PEFT's layout in `directory`/lora_adapter/."""
+        module = self.actor_module
+        if not lora.is_lora(module):
+            state = full_state_dict(module)
+            if self.rank == 0:
+                write_hf_model(hf_class(module), module.config, state, directory, self.tokenizer,
+                               module.generation_config)
+            dist.barrier()
+            return
+        merged = {}
+        for name, tensor in lora.merged_weights(module):  # gathered one at a time; rank 0 keeps a CPU copy
+            if self.rank == 0:
+                merged[name] = tensor.detach().cpu().clone()
+        adapter = lora.trainable_state(module)
         if self.rank == 0:
-            write_hf_model(hf_class(self.actor_module), self.actor_module.config, state, directory, self.tokenizer,
-                           self.actor_module.generation_config)
+            base = lora.base_model(module)
+            write_hf_model(hf_class(base), base.config, merged, directory, self.tokenizer, base.generation_config)
+            lora.save_adapter(module, adapter, os.path.join(directory, lora.ADAPTER_DIR))
         dist.barrier()
 
     def memory_stats(self) -> dict:

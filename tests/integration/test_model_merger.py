@@ -127,6 +127,18 @@ def test_each_wrong_local_dir_names_the_fix(ppo_run, tmp_path, capsys, local_dir
     assert not (tmp_path / "out").exists()
 
 
+def test_base_model_is_refused_for_full_weights(ppo_run, tiny_model, tmp_path, capsys):
+    from engine.model_merger.__main__ import main
+
+    actor = ppo_run / "global_step_2" / "actor"
+    assert main(["merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(tmp_path / "out"),
+                 "--base_model", tiny_model]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"Error: --base_model {tiny_model}: --local_dir {actor} holds full weights, not a LoRA adapter (no "
+        "lora/adapter_config.json); drop --base_model")
+    assert not (tmp_path / "out").exists()
+
+
 def test_upload_is_refused_with_the_alternative(ppo_run, capsys):
     from engine.model_merger.__main__ import main
 
