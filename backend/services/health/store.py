@@ -79,8 +79,12 @@ def _state(session: Session, run_id: int) -> State:
         if found is not None:
             cache.move_to_end(run_id)
             return found
-    lock = "" if sqlite else " FOR UPDATE"  # PostgreSQL: one judge per run at a time
-    found = session.connection().exec_driver_sql(
+    conn, lock = session.connection(), ""
+    if not sqlite:  # PostgreSQL: one judge per run at a time, on a row that exists (two first batches race)
+        conn.exec_driver_sql(f"INSERT INTO health_state (run_id, checked_step, data) VALUES ({int(run_id)}, NULL, "
+                             "CAST('{}' AS JSON)) ON CONFLICT (run_id) DO NOTHING")
+        lock = " FOR UPDATE"
+    found = conn.exec_driver_sql(
         f"SELECT checked_step, data FROM health_state WHERE run_id = {int(run_id)}{lock}").first()
     state = State(run_id, None, {}, False) if found is None else State(
         run_id, found[0], found[1] if isinstance(found[1], dict) else json_codec.loads(found[1]), True)
