@@ -153,15 +153,35 @@ def format_value(value: Any) -> str:
 LAUNCH_KEYS = ("trainer.logger", "trainer.dashboard_url", "trainer.default_local_dir")
 
 
-def launch_config(resolved: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
-    """The resolved config with the server's launch keys set (only those: anything else would need resolving)."""
-    unknown = set(launch) - set(LAUNCH_KEYS)
+# The keys a resume sets on its parent's resolved config: where to continue from. The one check on them
+# (resume_mode=resume_path needs a path) holds by construction, and nothing is derived from them.
+RESUME_KEYS = ("trainer.resume_mode", "trainer.resume_from_path")
+
+
+def _with_keys(resolved: dict[str, Any], keys: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A resolved config with some keys set, only keys that need no resolving (see LAUNCH_KEYS, RESUME_KEYS)."""
+    unknown = set(keys) - set(allowed)
     if unknown:
-        raise ValueError(f"not launch keys: {sorted(unknown)}")
+        raise ValueError(f"{sorted(unknown)} would need the config resolved again")
     out = copy.deepcopy(resolved)
-    for key, value in launch.items():
+    for key, value in keys.items():
         set_dotted(out, key, value)
     return out
+
+
+def launch_config(resolved: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config with the server's launch keys set."""
+    return _with_keys(resolved, launch, LAUNCH_KEYS)
+
+
+def resumed(parent_tree: dict[str, Any], parent_resolved: dict[str, Any], checkpoint: Path) -> tuple[dict, dict]:
+    """(the user's tree, the resolved config) of a run that continues its parent from `checkpoint`: the parent's
+    resolved config as it ran (not resolved again, so a preset or a default changed since cannot creep in)."""
+    keys = {"trainer.resume_mode": "resume_path", "trainer.resume_from_path": str(checkpoint)}
+    tree = copy.deepcopy(parent_tree)
+    for key, value in keys.items():
+        set_dotted(tree, key, value)
+    return tree, _with_keys(parent_resolved, keys, RESUME_KEYS)
 
 
 def write_job_config(run_dir: Path, resolved: dict[str, Any], launch: dict[str, Any]) -> Path:

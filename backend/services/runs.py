@@ -150,11 +150,6 @@ def cancel_run(*, session: Session, run: Run) -> str | None:
     return submission_id
 
 
-def resume_edits(checkpoint: Path) -> dict[str, Any]:
-    """The config edits that make a child run continue from `checkpoint` (verl's resume_path mode)."""
-    return {"trainer": {"resume_mode": "resume_path", "resume_from_path": str(checkpoint)}}
-
-
 def report_status(*, session: Session, run: Run, status: RunStatus, error: str | None = None,
                   step: int | None = None, total: int | None = None) -> bool:
     """The engine's own report (progress and status); returns whether the status changed."""

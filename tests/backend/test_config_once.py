@@ -3,7 +3,8 @@
 The server resolves the config when the run is created, writes it (with the keys it sets on a launch) into the
 run's directory, and the job's command line reads that file as it is: the worker gets the value the server
 checked and shows, and the engine's resolve() runs once on the whole way. Real parts: the API on a real SQLite
-file, the dispatcher's own job command, the job's own argument handling, and the real worker in this process."""
+file, the dispatcher's own job command, the job's own argument handling, and the real worker in this process. A resume continues from its parent's
+resolved config, also without resolving it again."""
 from __future__ import annotations
 
 import json
@@ -72,3 +73,26 @@ def test_a_key_from_the_form_reaches_the_worker_resolved_once(client, settings, 
         workers.stop()
     assert worker_cfg.actor_rollout_ref.actor.grad_clip == 0.7
     assert resolved == [0.7], "the config was resolved again on its way to the worker"
+
+
+def test_a_resume_continues_from_the_parents_resolved_config(client, settings, monkeypatch):
+    run = client.post(f"{API}/runs", json={"preset": "demo", "overrides": ["trainer.total_training_steps=4"]}).json()
+    step_dir = settings.runs_dir / str(run["id"]) / "checkpoints" / "global_step_2"
+    step_dir.mkdir(parents=True)
+    (step_dir / "model.pt").write_bytes(b"x")
+    assert client.post(f"{API}/runs/{run['id']}/cancel").status_code == 200
+    calls = []
+    real_resolve = resolve_module.resolve
+    monkeypatch.setattr(resolve_module, "resolve", lambda cfg: calls.append(1) or real_resolve(cfg))
+    child = client.post(f"{API}/runs/{run['id']}/resume")
+    assert child.status_code == 201, child.text
+    child = child.json()
+    assert calls == []
+    trainer = child["resolved_config"]["trainer"]
+    assert trainer.pop("resume_mode") == "resume_path" and trainer.pop("resume_from_path") == str(step_dir.resolve())
+    parent = run["resolved_config"]
+    assert {k: v for k, v in parent["trainer"].items() if not k.startswith("resume_")} == trainer
+    assert {k: v for k, v in parent.items() if k != "trainer"} == {
+        k: v for k, v in child["resolved_config"].items() if k != "trainer"}
+    assert child["config"] == {"trainer": {"total_training_steps": 4, "resume_mode": "resume_path",
+                                           "resume_from_path": str(step_dir.resolve())}}

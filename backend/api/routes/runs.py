@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
-from backend.api.errors import unprocessable, validated_config
+from backend.api.errors import config_error, unprocessable, validated_config
 from backend.models import (
     ACTIVE,
     TERMINAL,
@@ -30,6 +30,7 @@ from backend.models import (
 from backend.services import artifacts, experiments, health, run_config
 from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
+from backend.services.run_config import RunConfigError
 from backend.settings import Settings
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -157,9 +158,13 @@ def resume_run(request: Request, session: SessionDep, settings: SettingsDep, run
     if checkpoint is None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"Run {run_id} has no checkpoint to resume from "
                             "(set trainer.save_freq to save them).")
-    edits = runs_service.resume_edits(checkpoint)
-    tree, resolved = validated_config(parent.preset, run_config.merge(parent.config, edits), [],
-                                      files_in=_files_in(settings, True))
+    tree, resolved = run_config.resumed(parent.config, parent.resolved_config, checkpoint)
+    files_in = _files_in(settings, True)
+    try:
+        if files_in is not None:
+            run_config.check_data_files(tree, files_in)
+    except RunConfigError as exc:
+        raise config_error(exc) from None
     run, _ = runs_service.create_run(
         session=session, runs_dir=settings.runs_dir, experiment_id=parent.experiment_id,
         name=f"{parent.name}-resumed", preset=parent.preset, config=tree, resolved_config=resolved,
