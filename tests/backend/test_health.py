@@ -43,11 +43,15 @@ def alarm(body: dict, alarm_id: str) -> dict | None:
     return next((a for a in body["alarms"] if a["id"] == alarm_id), None)
 
 
-def replay(client, run, steps: dict[int, dict[str, float]], alarm_id: str) -> dict:
+def replay(client, run, steps: dict[int, dict[str, float]], alarm_id: str, restart=None) -> dict:
     """Send the steps in order, reading the health after each: the step at which the alarm was first seen firing
-    and first seen cleared, and its last state."""
+    and first seen cleared, and its last state. `restart`: called once the alarm fired, returns the client of a
+    new server on the same database (the rest of the run goes there)."""
     seen = {"fired_at": None, "cleared_at": None}
     for step in sorted(steps):
+        if restart is not None and seen["fired_at"] is not None:
+            client, restart = restart(), None
+            assert alarm(health(client, run), alarm_id)["state"] == "firing"  # the stored state, read back
         send(client, run, step, steps[step])
         found = alarm(health(client, run), alarm_id)
         if found and found["state"] == "firing" and seen["fired_at"] is None:
@@ -95,11 +99,30 @@ METRIC_CASES = [
 ]
 
 
+@pytest.fixture
+def restartable(settings):
+    """A server on the test's SQLite file, and a way to restart it (a new app on the same file)."""
+    apps = []
+
+    def start():
+        if apps:
+            apps[-1].__exit__(None, None, None)
+        apps.append(TestClient(create_app(settings)))
+        return apps[-1].__enter__()
+    yield start
+    apps[-1].__exit__(None, None, None)
+
+
 @pytest.mark.parametrize("alarm_id, steps, fired_at, since, cleared, overrides", METRIC_CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(METRIC_CASES)])
-def test_metric_alarm_fires_at_its_step_and_clears(client, alarm_id, steps, fired_at, since, cleared, overrides):
+def test_metric_alarm_fires_at_its_step_clears_and_survives_a_restart(restartable, alarm_id, steps, fired_at, since,
+                                                                      cleared, overrides):
+    """Each alarm on a planted run: first seen firing at the step its rule says, with its since_step; the server
+    restarts right after; the run goes on on the new server, where the alarm clears at its step."""
+    client = restartable()
     run = external_run(client, overrides=["trainer.total_training_steps=100", *overrides])
-    seen = replay(client, run, steps, alarm_id)
+    seen = replay(client, run, steps, alarm_id, restart=restartable)
+    client = restartable()
     assert seen["fired_at"] == fired_at, seen
     assert seen["last"]["since_step"] == since
     if cleared is None:  # a step-one invariant is judged once: it stays firing
@@ -174,11 +197,14 @@ GOOD = [(f"the answer is {i} because {i} minus one is {i - 1}", 0.5) for i in ra
     ("degenerate", [("", 0.0)] * 2 + [("no " * 20, 0.0)] * 2 + GOOD[:4]),  # 4 of 8: empty or repetitive
     ("garbage", [("the answer \ufffd\ufffd", 0.0), ("the answer \x07 is 2", 0.0)] + GOOD[:6]),  # 2 of 8
 ])
-def test_answer_alarms_fire_on_their_step_and_clear(client, alarm_id, bad):
+def test_answer_alarms_fire_on_their_step_clear_and_survive_a_restart(restartable, alarm_id, bad):
+    client = restartable()
     run = external_run(client)
     post_samples(client, run, answers(1, GOOD))
     assert health(client, run)["alarms"] == []
     post_samples(client, run, answers(2, bad[:3]))  # a step's answers arrive in batches: judged as they come
+    assert alarm(health(client, run), alarm_id)["state"] == "firing"
+    client = restartable()  # the step's tally so far is stored: the rest of its answers add to it
     post_samples(client, run, answers(2, bad)[3:])
     found = alarm(health(client, run), alarm_id)
     assert found["state"] == "firing" and found["since_step"] == 2 and found["samples"] == {"step": 2, "filter": None}
