@@ -11,6 +11,7 @@ import torch
 
 from engine.distributed.fsdp import unsharded
 from engine.protocol import Batch
+from engine.rollout import freshness
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -99,6 +100,15 @@ class HFRollout:
                                         triton_attention=self.options["triton_attention"],
                                         fused_sampling=self.options["fused_sampling"],
                                         compile_step=self.options["compile_step"])
+            # did the update reach the weights the twin decodes with: checked at each training generation
+            self.freshness = freshness.for_static_decoder(module, self.static)
+        self.freshness_seen: dict[str, float] | None = None  # this step's worst rollout/* numbers (worker pops them)
+
+    def take_freshness(self) -> dict[str, float]:
+        """The rollout/* numbers of the static decoder's checks since the last call (engine/rollout/freshness.py);
+        {} for transformers' generate, which samples with the actor module itself."""
+        seen, self.freshness_seen = self.freshness_seen, None
+        return seen or {}
 
     def sampling_kwargs(self, validate: bool) -> dict:
         src = self.cfg.val_kwargs if validate else self.cfg
@@ -142,6 +152,8 @@ class HFRollout:
                 eos=stop, pad_id=self.pad_id, min_new_tokens=min(self.cfg.min_new_tokens or 0, response_length),
                 do_sample=kw["do_sample"], temperature=kw.get("temperature", 1.0), top_k=kw.get("top_k", 0),
                 top_p=kw.get("top_p", 1.0))
+            if not validate:
+                self.freshness_seen = freshness.worst(self.freshness_seen, self.freshness())
         batch = assemble(prompts, responses, stop, self.pad_id)
         batch.tensors["rollout_log_probs"] = log_probs * batch["response_mask"]
         return batch

@@ -258,6 +258,26 @@ class VLLMRollout:
         self._wake()
         return self.llm.apply_model(lambda model: effective_weights(model, dtype))[0]
 
+    # ---- did the update reach the engine (engine/rollout/freshness.py) -----------------------------------
+    def fingerprint_dtype(self) -> torch.dtype | None:
+        """The dtype the engine holds its weights in; None (no check) with tensor parallelism (each engine holds a
+        partition, which the fingerprint does not follow yet) or a quantized engine (its weights are not the actor's
+        values by design)."""
+        if self.tp > 1 or getattr(self.llm.llm_engine.model_config, "quantization", None):
+            if self.rank == 0:
+                print("[rlstudio] vLLM: no rollout/weights_stale check with tensor_model_parallel_size > 1 or a "
+                      "quantized engine", flush=True)
+            return None
+        return self._engine_dtype()
+
+    def weight_fingerprints(self, rows: dict[str, int]) -> dict[str, float]:
+        """{HF name: fingerprint} of the weights the engine computes with (freshness.engine_fingerprints)."""
+        from engine.rollout import freshness
+
+        dtype = self._engine_dtype()
+        self._wake(["weights"])
+        return self.llm.apply_model(lambda model: freshness.engine_fingerprints(model, rows, dtype, hf_name_parts))[0]
+
     def shutdown(self) -> None:
         """Stop the engine while the process groups it made are still valid (it also tears down
         torch.distributed, so the worker calls this before its own teardown)."""

@@ -22,6 +22,7 @@ from engine.checkpoint.export import hf_class, write_hf_model
 from engine.checkpoint.sharded import background_writer, load_role, save_role
 from engine.distributed.fsdp import DTYPES, full_state_dict, shard_model
 from engine.protocol import Batch
+from engine.rollout import freshness
 from engine.rollout.hf_rollout import HFRollout, eos_ids
 from engine.workers import packing
 from engine.workers.actor import Actor
@@ -109,6 +110,8 @@ class TrainWorker:
         self.critic = self._build_critic() if cfg.critic.enable else None
         self.reward_model = self._build_reward_model() if cfg.reward_model.enable else None
         self.rollout = self._build_rollout()
+        # after each sync: did the update reach the rollout's own weights (vLLM; None for transformers' generate)
+        self.freshness = freshness.for_rollout(self.actor_module, self.rollout)
         torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
         micro = self._auto_micro_batches() if cfg.trainer.auto_micro_batch and self.device_type == "cuda" else None
         return {"rank": self.rank, "device": str(self.device),
@@ -297,7 +300,10 @@ class TrainWorker:
         else:
             with self._profile("gen", batch):
                 out = self.rollout.generate(self._local(batch), validate=False)
-        return out.cpu(), {"timing_s/gen_worker": time.perf_counter() - start}
+        metrics = {"timing_s/gen_worker": time.perf_counter() - start}
+        if not validate and hasattr(self.rollout, "take_freshness"):
+            metrics.update(self.rollout.take_freshness())  # the static decoder's check of this step's generation
+        return out.cpu(), metrics
 
     def compute_log_prob(self, batch: Batch):
         with self._profile("old_log_prob", batch):
@@ -342,6 +348,15 @@ class TrainWorker:
         self.rollout.sync_weights()
         if metrics is not None:
             metrics["timing_s/sync_weights"] = [time.perf_counter() - start]
+        if getattr(self, "freshness", None) is not None:
+            start = time.perf_counter()
+            checked = self.freshness()  # collective
+            if metrics is not None:
+                metrics.update({k: [v] for k, v in checked.items()})
+                metrics["timing_s/weight_check"] = [time.perf_counter() - start]
+            elif checked["rollout/weights_stale"] and self.rank == 0:
+                print(f"[rlstudio] WARNING: the rollout engine's weights are not the actor's after a sync: {checked}",
+                      flush=True)
 
     def rollout_engine_state_dict(self) -> dict:
         """The rollout engine's own weights (tests compare them with the actor's)."""

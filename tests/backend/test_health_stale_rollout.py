@@ -78,6 +78,9 @@ def test_a_gap_over_the_threshold_fires_without_the_engines_flag_and_fresh_syncs
     send(client, off, 3, sync_metrics(False, gap="Infinity"))  # nothing compared (the logger sends inf so): stale
     send(client, off, 4, sync_metrics(False, gap=0.0))
     assert stale_alarm(client, off)["cleared_step"] == 4
+    # the static decoder's check is per worker: the driver's mean is the share of stale workers (1 of 4 here)
+    send(client, off, 5, {**sync_metrics(False, gap=limit / 10), "rollout/weights_stale": 0.25})
+    assert stale_alarm(client, off)["state"] == "firing" and stale_alarm(client, off)["since_step"] == 5
 
 
 def test_stale_rollout_reaches_the_run_stream_and_the_runs_feed(server_factory):

@@ -87,6 +87,9 @@ def test_grpo_trains_with_vllm_rollout(vllm_model, arith_data, tmp_path, workers
         assert data["response_length/mean"] > 0
         assert "actor/pg_loss" in data and "critic/score/mean" in data
         assert data["timing_s/sync_weights"] >= 0  # weights streamed into the engine after every update
+        # ... and each engine holds exactly its actor's weights after it (the shards' fingerprints summed over workers)
+        assert data["rollout/weights_stale"] == 0 and data["rollout/weight_fingerprint_gap"] < 1e-9, data
+        assert data["rollout/actor_weight_change"] > 0, data
         # the train/inference mismatch is logged every step; fp32 on both sides keeps it tiny
         assert data["training/rollout_probs_diff_mean"] < 1e-3, data
         assert data["training/rollout_probs_diff_max"] >= data["training/rollout_probs_diff_mean"]

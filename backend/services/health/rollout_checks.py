@@ -29,7 +29,8 @@ def stale_rollout(st: dict, points: dict[str, list[tuple[int, float]]], ctx: dic
     for step in sorted(at[STALE].keys() | at[GAP].keys()):
         flag, gap = at[STALE].get(step, math.nan), at[GAP].get(step, math.nan)
         # NaN compares False: a missing number judges nothing either way; an infinite gap (nothing compared) is bad
-        steps.append((step, flag >= 0.5 or gap > limit))
+        # > 0: the driver averages workers, so one stale worker of four reads 0.25 where a check is not collective
+        steps.append((step, flag > 0 or gap > limit))
 
     def describe(step: int) -> Described:
         gap, change = at[GAP].get(step, math.nan), at[CHANGE].get(step, math.nan)

@@ -75,7 +75,7 @@ THRESHOLDS: dict[str, float] = {
     "stall_min_s": 60,
     "stall_min_steps": 3,
     # stale rollout (rollout_checks.py): a step is bad when the engine flags its rollout stale after the weight sync
-    # (rollout/weights_stale = 1) or rollout/weight_fingerprint_gap (the rollout's weights vs the actor's, relative;
+    # (rollout/weights_stale > 0) or rollout/weight_fingerprint_gap (the rollout's weights vs the actor's, relative;
     # a correct sync copies them exactly: ~1e-16) exceeds stale_rollout_gap_max; fires after stale_rollout_steps bad
     # steps (1: the first), clears at the first good one
     "stale_rollout_gap_max": 1e-3,
