@@ -52,3 +52,5 @@ def test_demo_run_through_the_api(server_factory, ray_head, tmp_path):
     sample = train["data"][0]
     assert sample["prompt"] and sample["data_source"] == "arith" and sample["tokens"]
     assert run["progress_step"] == STEPS
+    health = httpx.get(f"{url}/runs/{run_id}/health", timeout=HTTP_TIMEOUT).json()  # judged by the server (issue 28)
+    assert health["status"] == "ok" and health["checked_step"] == STEPS, health["alarms"]
