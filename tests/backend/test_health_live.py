@@ -80,9 +80,27 @@ def test_no_signal_prompts_and_auto_stop_on_answers(server_factory):
 
 
 def test_sweep_launches_its_members_with_the_stop_rule(server_factory):
+    """From Python (`sweep(..., stop_on=...)`) and from the shell (`--stop-on`, `--stop-after`); a bad alarm id
+    launches nothing and names the key."""
+    import subprocess
+    import sys
+
     server = server_factory().start()
     client = Client(server.url)
     assert stop_rule([]) == []
+    cli = [sys.executable, "-m", "backend.client", "--url", server.url, "sweep", "--experiment", "cli", "--no-wait",
+           "actor_rollout_ref.actor.optim.lr=1e-4,3e-4", "trainer.total_training_steps=3"]
+    done = subprocess.run([*cli, "--stop-on", "score-collapse", "--stop-on", "stalled", "--stop-after", "2"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    launched = client.runs(experiment="cli")
+    assert len(launched) == 2 and all(r.resolved_config["trainer"]["health"] == {
+        "stop_on": ["score-collapse", "stalled"], "stop_after_steps": 2} for r in launched)
+    refused = subprocess.run([*cli, "--stop-on", "kl-hgh"], capture_output=True, text=True, timeout=120, check=False)
+    assert refused.returncode == 2 and "trainer.health.stop_on" in refused.stderr
+    assert len(client.runs(experiment="cli")) == 2  # nothing more launched
+    for run in launched:
+        client.cancel(run.id)
     runs = sweep(client, {"actor_rollout_ref.actor.optim.lr": ["1e-4", "3e-4"]}, experiment="guarded",
                  fixed=["trainer.total_training_steps=3"], stop_on=["kl-high", "nonfinite"], stop_after_steps=4)
     for run in runs:

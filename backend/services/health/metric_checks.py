@@ -9,7 +9,8 @@ import math
 import re
 from collections.abc import Callable
 
-from backend.services.health.rollout_checks import KEYS as ROLLOUT_KEYS, stale_rollout
+from backend.services.health.rollout_checks import KEYS as ROLLOUT_KEYS
+from backend.services.health.rollout_checks import stale_rollout
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
 
@@ -115,7 +116,9 @@ def nonfinite(st: dict, points: Points, ctx: dict) -> list[Judged]:
         # a non-finite grad norm at a skipped step is the skip itself, reported as such
         steps = [(s, not isfinite(v)) for s, v in pts if role is None or (role, s) not in skips]
 
-        def describe(step, key=key, at=_lookup(pts)):
+        at = _lookup(pts)
+
+        def describe(step, key=key, at=at):
             word = "NaN" if math.isnan(at(step)) else "Inf"
             return Described(f"{word} in {key}", f"{key} is {word} at step {step}: the update diverged (lower the "
                              "learning rate, check grad clipping).", key, {"at_step": float(step)},

@@ -8,16 +8,16 @@ import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import pairwise
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import event as orm_event
-from sqlalchemy import func, text
+from sqlalchemy import func
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, select
 
 from backend import json_codec
-
 from backend.models import ACTIVE, HealthAlarm, HealthPrompt, Run, RunStatus, Sample
 from backend.services.events import RUNS_CHANNEL, add_event, run_channel
 from backend.services.health import autostop, sample_checks, stall
@@ -140,7 +140,7 @@ def on_metrics(session: Session, run: Run, rows, series=None) -> None:
                 w = _watched(s.key)
             if w and s.steps:
                 pts = list(zip(s.steps, s.values))
-                if any(a[0] >= b[0] for a, b in zip(pts, pts[1:])):
+                if any(a[0] >= b[0] for a, b in pairwise(pts)):
                     pts.sort()
                 points[s.key] = pts
                 walls[s.key] = s.wall_times[s.steps.index(pts[-1][0])] if s.wall_times else now

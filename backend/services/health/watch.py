@@ -34,7 +34,7 @@ async def sweep_forever(app, every_s: float) -> None:
         await asyncio.sleep(every_s)
         try:
             jobs = await asyncio.to_thread(sweep_once, app.state.engine, app.state.bus)
-        except Exception:  # noqa: BLE001 - the sweep must outlive a bad row; say so and go on
+        except Exception:  # the sweep must outlive a bad row: say so and go on
             log.exception("health: the stall sweep failed")
             continue
         dispatcher = getattr(app.state, "dispatcher", None)
