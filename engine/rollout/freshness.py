@@ -8,11 +8,11 @@ fingerprint of the actor's weights (LoRA merged: W + scale · B A), both in the 
 
 with s_i = ±1 per row (seeded by the parameter's name), J = 8 evenly spaced columns and x_j = ±1 (seeded by the
 width). Every row is covered, so an update of any output (any token's embedding, any adapted layer: B A is dense)
-moves f; it costs 8 columns per parameter on each side (no copy of the weights; the actor's side reads its local
-FSDP shards and sums the partial fingerprints over the workers in one all-reduce; for LoRA it gathers the small
-factor A and forms B A for its local rows, the same arithmetic as the sync's merge, so a correct sync compares
-equal to the bit; vLLM's CPU backend, whose linear weights live in packed oneDNN buffers, is read through its own
-kernel with 8 one-hot rows, which is exact).
+moves f. It costs 8 columns per parameter on each side, no copy of the weights: the actor's side reads its local
+FSDP shards and sums the partial fingerprints over the workers in one all-reduce (for LoRA it gathers the small
+factors A and B and forms B A, the same arithmetic as the sync's merge, so a correct sync compares equal to the
+bit); vLLM's CPU backend, whose linear weights live in packed oneDNN buffers, is read through its own kernel with 8
+one-hot rows, which is exact.
 
 The actor's side is computed from the actor module itself (its own merge of the adapter), never from what the sync
 streamed, so a sync that streams the wrong weights (the base without the adapter) is caught like a skipped one.
@@ -136,8 +136,9 @@ def _named_rows(module) -> list[tuple[str, int]]:
 
 
 def _delta_rows(layer, first: int, rows: int) -> torch.Tensor:
-    """Rows [first, first + rows) of scale · B A summed over the layer's active adapters (B's local shard holds
-    exactly these rows; A is gathered whole: it is the adapter's small factor)."""
+    """Rows [first, first + rows) of scale · B A summed over the layer's active adapters. A and B are gathered whole
+    (the adapter's small factors) and B A formed whole, as the sync's merge does: the same product of the same shapes
+    gives the same bits, where a product of B's local rows alone may round differently and flip a bf16 weight."""
     delta = None
     for adapter in layer.active_adapters:
         if adapter not in layer.lora_A:
@@ -145,10 +146,10 @@ def _delta_rows(layer, first: int, rows: int) -> torch.Tensor:
         a = layer.lora_A[adapter].weight
         b = layer.lora_B[adapter].weight
         a = a.full_tensor() if hasattr(a, "full_tensor") else a
-        b = b.to_local() if hasattr(b, "to_local") else b[first:first + rows]
+        b = b.full_tensor() if hasattr(b, "full_tensor") else b
         d = (b.float() @ a.float()) * layer.scaling[adapter]
         delta = d if delta is None else delta + d
-    return delta
+    return delta[first:first + rows]
 
 
 def engine_fingerprints(model: torch.nn.Module, rows: dict[str, int], dtype: torch.dtype,

@@ -1,5 +1,6 @@
 """Stale rollouts planted in a real worker (one CPU worker, FSDP2 over gloo, fp32), run by test_rollout_freshness.py
-as `python tests/integration/freshness_probe.py MODEL DATA vllm|static`.
+as `python tests/integration/freshness_probe.py MODEL DATA vllm|static [cpu|cuda]` (cuda: the static mode on a GPU, bf16
+compute, by hand).
 
 vllm: a real vLLM engine, one engine start.
 Full fine-tuning, then a LoRA actor on the same engine; after each update the worker syncs and checks
@@ -20,7 +21,7 @@ import sys
 import torch
 
 
-def main(model: str, data: str, mode: str) -> dict:
+def main(model: str, data: str, mode: str, device: str = "cpu") -> dict:
     from transformers import AutoTokenizer
 
     from engine.adapters import lora
@@ -40,12 +41,13 @@ def main(model: str, data: str, mode: str) -> dict:
         "actor_rollout_ref.actor.optim.lr=0.01", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.grad_clip=1e9",
         "actor_rollout_ref.rollout.n=1", *rollout,
-        "algorithm.adv_estimator=reinforce_plus_plus", "trainer.n_gpus_per_node=1", "trainer.device=cpu",
+        "algorithm.adv_estimator=reinforce_plus_plus", "trainer.n_gpus_per_node=1", f"trainer.device={device}",
+        *(["+actor_rollout_ref.rollout.engine_kwargs.hf.compile_step=false"] if device == "cuda" else []),
     ])
     tokenizer = AutoTokenizer.from_pretrained(model)
     dataset = RLDataset(f"{data}/test.parquet", tokenizer, max_prompt_length=32)
     prompts = collate([dataset[i] for i in range(8)], tokenizer.pad_token_id)
-    worker = TrainWorker(0, 1, cfg, total_steps=20, device="cpu", num_threads=torch.get_num_threads())
+    worker = TrainWorker(0, 1, cfg, total_steps=20, device=device, num_threads=torch.get_num_threads())
     worker.init("127.0.0.1", free_port(), uses_ref=False)
     gen = torch.Generator().manual_seed(0)
 
@@ -123,4 +125,4 @@ def static(worker, step) -> dict:
 
 
 if __name__ == "__main__":
-    print("PROBE " + json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3])), flush=True)
+    print("PROBE " + json.dumps(main(*sys.argv[1:5])), flush=True)
