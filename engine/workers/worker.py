@@ -217,6 +217,12 @@ class TrainWorker:
         if actor_rollout_ref.actor.use_torch_compile and self.device_type == "cuda":
             compile_layers(model)
         self.actor_module = self._shard(model, actor_rollout_ref.actor.fsdp_config, compute)
+        if lora.is_lora(self.actor_module):
+            # peft's generate calls the wrapped HF model, not the FSDP root; FSDP2 initialises its units lazily
+            # on the root's first forward and refuses an inner unit run first (2+ workers). One token through the
+            # root, on every rank at build time, does that initialisation.
+            with torch.no_grad():
+                self.actor_module(input_ids=torch.zeros(1, 1, dtype=torch.long, device=self.device), use_cache=False)
         # only what requires gradients: with LoRA the adapter, so AdamW keeps state for it alone
         optimizer = build_optimizer([p for p in self.actor_module.parameters() if p.requires_grad],
                                     actor_rollout_ref.actor.optim, self.device_type)
