@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mlflow", default="mlflow", help="m1: the mlflow executable (default: on PATH)")
     parser.add_argument("--json", action="store_true", help="m1: print the results as JSON")
     parser.add_argument("--health", action="store_true", help="m1: ingest time without and with run health judged, "
-                                                               "on a training run's 20 keys (14 of them judged)")
+                                                               "on a training run's 20 keys (16 of them judged)")
     parser.add_argument("--rounds", type=int, default=3, help="m1 --health: alternating rounds of each (default 3)")
     parser.add_argument("--answers", type=int, default=512, help="samples: answers per step (default 512)")
     parser.add_argument("--tokens", type=int, default=256, help="samples: tokens per answer (default 256)")

@@ -26,7 +26,7 @@ RUNS, KEYS, STEPS, CLIENTS, STEPS_PER_REQUEST = 8, 20, 2000, 8, 50
 CHART_RUNS, CHART_KEYS, CHART_POINTS = 8, 5, 1000
 
 
-# --health: the 20 keys a training run logs, 14 of them read by the health checks (backend/services/health/)
+# --health: the 20 keys a training run logs, 16 of them read by the health checks (backend/services/health/)
 TRAINING_KEYS = ["training/global_step", "critic/score/mean", "actor/reward_kl_penalty", "actor/entropy",
                  "actor/pg_loss", "actor/grad_norm", "actor/grad_norm_nonfinite", "actor/pg_clipfrac",
                  "actor/rollout_log_probs_absdiff", "critic/vf_loss", "critic/grad_norm", "critic/values/std",

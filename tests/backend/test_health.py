@@ -301,6 +301,22 @@ def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client):
     assert found["state"] == "cleared" and found["cleared_step"] == 11
 
 
+def test_a_phase_that_runs_far_past_its_usual_time_is_a_stall(client):
+    """Steps 10 s apart, generation usually 5 s (timing_s/gen): 70 s into the next step's generation, 75 s after
+    the last step, the run is stalled in gen (the step rule alone waits 100 s from the last step)."""
+    run = external_run(client)
+    now = time.time()
+    start = now - 175  # step 10 at now - 75
+    for step in range(1, 11):
+        send(client, run, step, {"training/global_step": step, "timing_s/gen": 5.0}, wall_time=start + 10 * step)
+    beat = {"status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": now - 70}}}
+    assert client.post(f"{API}/runs/{run['id']}/status", headers=auth(run), json=beat).status_code == 200
+    found = alarm(health(client, run), "stalled")
+    assert found["state"] == "firing" and found["title"] == "Run stalled in gen"
+    assert found["values"]["phase_median_s"] == 5.0 and found["values"]["phase_limit_s"] == 60.0
+    assert "timing_s/gen" in found["detail"] and found["values"]["phase_s"] >= 70
+
+
 def test_stall_is_judged_against_an_injected_clock():
     from backend.services.health import stall
 
@@ -313,6 +329,14 @@ def test_stall_is_judged_against_an_injected_clock():
     words = late.describe(5)
     assert "'update_actor'" in words.detail and words.values["phase_s"] == pytest.approx(291)
     assert stall.judge({}, 1e9, None) is None  # no step times yet: nothing to compare with
+    stall.note_phases(st, {"timing_s/gen": [(4, 2.0), (5, 3.0)], "timing_s/reward": [(5, 1.0)]})
+    stall.note_phases(st, {"timing_s/gen": [(6, 4.0)]})
+    assert st["phases"] == {"gen": [2.0, 3.0, 4.0], "reward": [1.0]}
+    beat = {"phase": "gen", "step": 6, "time": 1160.0}  # generating step 6 since 1160: 3 s is its median
+    assert stall.judge(st, 1160.0 + 60, beat).steps == [(5, False)]  # 60 s: never sooner than stall_min_s
+    assert stall.judge(st, 1160.0 + 61, beat).steps == [(5, True)]  # long before the step rule's 1450
+    assert stall.judge(st, 1160.0 + 61, {**beat, "step": 5}).steps == [(5, False)]  # step 5 was logged: stale beat
+    assert stall.judge(st, 1160.0 + 61, {**beat, "phase": "reward"}).steps == [(5, False)]  # 1 time: step rule
 
 
 # ------------------------------------------------------------------------------------------------ restart

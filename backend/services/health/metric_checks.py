@@ -38,7 +38,7 @@ FIXED_KEYS = frozenset({*KL_KEYS, *SKIP_KEYS, SCORE, ENTROPY, LENGTH, CLIP, VALU
 
 def watched(key: str) -> bool:
     """Whether any check reads `key` (ingest hands the checks only these)."""
-    return (key in FIXED_KEYS or NONFINITE_KEY.search(key) is not None or key.startswith("val-core/")
+    return (key in FIXED_KEYS or NONFINITE_KEY.search(key) is not None or key.startswith(("val-core/", "timing_s/"))
             or NO_SIGNAL_KEY.search(key) is not None)
 
 

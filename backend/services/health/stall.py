@@ -1,6 +1,9 @@
-"""The stalled-run check: no new step for stall_factor x the median step time. Step times come from the wall
-times of the points (the logger's, or the ingest time), so the judgement compares stored times with `now`: a test
-plants points with old wall times instead of waiting. The phase comes from the worker's latest heartbeat."""
+"""The stalled-run check. With a heartbeat (engine/trainer/heartbeat.py: the phase the trainer entered, for which
+step, since when) for a step not yet logged and that phase's usual time known (`timing_s/<phase>`): stalled when
+it has been in the phase stall_factor x its median time; otherwise: no new step for stall_factor x the median step
+time. Never sooner than stall_min_s. Step times come from the wall times of the points (the logger's, or the ingest
+time), so the judgement compares stored times with `now`: a test plants points with old wall times instead of
+waiting. The heartbeat's time is the engine's clock (one host's time against another's on a cluster)."""
 from __future__ import annotations
 
 import statistics
@@ -24,6 +27,20 @@ def track(st: dict, step: int, wall: float) -> Judged | None:
     return Judged("stalled", "error", [(step, False)], lambda s: Described("Run moving", ""))
 
 
+PHASES = "timing_s/"
+KEEP_PHASE = 9  # each phase's latest times, for its median
+
+
+def note_phases(st: dict, points: dict[str, list[tuple[int, float]]]) -> None:
+    """Each phase's newest times (`timing_s/<phase>`), for how long it usually takes."""
+    for key, pts in points.items():
+        if key.startswith(PHASES):
+            ring = st.setdefault("phases", {}).setdefault(key[len(PHASES):], [])
+            for _, v in pts:
+                if v == v and v >= 0:  # not NaN
+                    push(ring, v, KEEP_PHASE)
+
+
 def judge(st: dict, now: float, heartbeat: dict | None) -> Judged | None:
     durations = st.get("durations", [])
     if st.get("step") is None or len(durations) < n("stall_min_steps"):
@@ -31,13 +48,25 @@ def judge(st: dict, now: float, heartbeat: dict | None) -> Judged | None:
     median = statistics.median(durations)
     limit = max(t("stall_min_s"), t("stall_factor") * median)
     idle = now - st["wall"]
-    phase = (heartbeat or {}).get("phase")
-    where = f" It is in phase '{phase}' since {now - heartbeat['time']:.0f} s." if phase else \
-        " No heartbeat names its phase."
+    beat = heartbeat or {}
+    phase, began = beat.get("phase"), beat.get("time")
+    current = phase is not None and began is not None and (beat.get("step") is None or beat["step"] > st["step"])
+    usual = st.get("phases", {}).get(phase) if current else None
     values = {"idle_s": round(idle, 1), "median_step_s": round(median, 3), "limit_s": round(limit, 1)}
-    if heartbeat and heartbeat.get("time") is not None:
-        values["phase_s"] = round(now - heartbeat["time"], 1)
-    return Judged("stalled", "error", [(st["step"], idle > limit)], lambda s: Described(
-        "Run stalled" + (f" in {phase}" if phase else ""),
-        f"No step since step {s} for {idle:.0f} s, {t('stall_factor'):g}x the median step time ({median:.1f} s) being "
-        f"{limit:.0f} s.{where}", None, values))
+    if current:
+        values["phase_s"] = round(now - began, 1)
+    if usual and len(usual) >= n("stall_min_steps"):  # the phase's own clock: slow and hung differ there
+        typical = statistics.median(usual)
+        phase_limit = max(t("stall_min_s"), t("stall_factor") * typical)
+        values.update(phase_median_s=round(typical, 3), phase_limit_s=round(phase_limit, 1))
+        bad = now - began > phase_limit
+        why = (f"It has been in phase '{phase}' for {now - began:.0f} s, {t('stall_factor'):g}x its median time "
+               f"(timing_s/{phase}: {typical:.1f} s) being {phase_limit:.0f} s; no step since step {st['step']} for "
+               f"{idle:.0f} s.")
+    else:
+        bad = idle > limit
+        where = f" It is in phase '{phase}' since {now - began:.0f} s." if current else " No heartbeat names its phase."
+        why = (f"No step since step {st['step']} for {idle:.0f} s, {t('stall_factor'):g}x the median step time "
+               f"({median:.1f} s) being {limit:.0f} s.{where}")
+    return Judged("stalled", "error", [(st["step"], bad)], lambda s: Described(
+        "Run stalled" + (f" in {phase}" if current else ""), why, None, values))

@@ -176,6 +176,7 @@ def on_metrics(session: Session, run: Run, rows, series=None) -> None:
     judged: list[Judged] = []
     for name, check in CHECKS.items():
         judged += check(data.setdefault(name, {}), points, ctx)
+    stall.note_phases(data.setdefault("stall", {}), points)
     if newest is not None:
         moving = stall.track(data.setdefault("stall", {}), *newest)
         if moving is not None:
