@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     job_module: str = "engine.main_ppo"  # `python -m <job_module> <overrides>`; tests use their own
     job_python: str | None = None  # interpreter in the job's entrypoint; default: this one for a local head
     job_workdir: Path | None = None  # the job's working directory (relative data paths); default: cwd
+    # Environment variables every job gets, as JSON (RLSTUDIO_JOB_ENV='{"HF_HOME": "/data/hf"}'); the server's own
+    # (RLSTUDIO_URL, RLSTUDIO_RUN_ID, RLSTUDIO_INGEST_TOKEN, RLSTUDIO_SPOOL_DIR) win over them. E.g. the trainer's
+    # after-step hook, RLSTUDIO_AFTER_STEP=module:function (engine/trainer/hooks.py).
+    job_env: dict[str, str] = {}
     job_stop_grace_s: float = 3.0
     poll_interval_s: float = 0.5
     # rlstudio's own log lines (dispatch: submitted, pending on Ray, re-attached, ...) on the console at this

@@ -10,7 +10,7 @@ replaced atomically, so a kill at any moment leaves the previous checkpoint usab
 With `checkpoint.async_save` (the default) the workers write their shards in the background: `save` returns once
 the state is in host memory, and the checkpoint is completed (renamed, pointed to) by `complete`, which the loop
 calls after every step without waiting (`wait=False`: only once every worker's write is done) and, waiting, before
-the next save, before a test hold (engine/trainer/hold.py) and at the end of training.
+the next save, when the after-step hook asks (engine/trainer/hooks.py) and at the end of training.
 """
 from __future__ import annotations
 

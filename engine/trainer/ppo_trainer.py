@@ -23,7 +23,7 @@ from engine.trainer import checkpointing
 from engine.trainer.advantages import compute_advantages
 from engine.trainer.balance import balanced_order
 from engine.trainer.heartbeat import Heartbeat
-from engine.trainer.hold import hold_after
+from engine.trainer.hooks import after_step_hook
 from engine.trainer.learning_signal import METRIC as ZERO_STD_GROUP_RATIO
 from engine.trainer.learning_signal import zero_std_groups
 from engine.trainer.metrics import step_metrics
@@ -72,6 +72,7 @@ class PPOTrainer:
                                  and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0
                                  and not correction_enabled(alg.rollout_correction))  # it needs them first
         self.global_step = 0
+        self.after_step = after_step_hook()  # RLSTUDIO_AFTER_STEP, or None
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
 
     # ---- one training step ---------------------------------------------------------------------------
@@ -247,7 +248,8 @@ class PPOTrainer:
                              [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)
             self.logger.log_samples(self.global_step, samples)
-            hold_after(self.global_step, before=self.wait_for_checkpoint)
+            if self.after_step is not None:
+                self.after_step(self.global_step, self)
 
         self.wait_for_checkpoint()
         if tr.export_hf_model:

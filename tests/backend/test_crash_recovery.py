@@ -1,8 +1,8 @@
 """Crashes on the real stack (the server as a subprocess with its own Ray head, the real engine running the
 demo preset for a few steps): `kill -9` of the server loses nothing and leaves nothing behind; `kill -9` of
 a Ray worker fails the run with the cause and frees its resources. Runs stop at known steps through the
-trainer's hold gate (engine/trainer/hold.py), so no test races a running job. The server's kill -9 and re-attach
-also on PostgreSQL (tests/backend/postgres.py)."""
+tests' step gate on the trainer's after-step hook (tests/step_hold.py), so no test races a running job. The
+server's kill -9 and re-attach also on PostgreSQL (tests/backend/postgres.py)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 
 from backend.services.ray_head import LocalRayHead, process_start_time
 from tests.backend.conftest import DATABASES, HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
+from tests.step_hold import hold_env
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow,
               pytest.mark.skipif(not (REPO / "engine" / "models" / "tiny_assets").is_dir(),
@@ -25,8 +26,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow,
 
 def server_env(hold: Path, **extra) -> dict[str, str]:
     return {"RLSTUDIO_DISPATCH": "true", "RLSTUDIO_RAY_NUM_CPUS": "2", "RLSTUDIO_JOB_WORKDIR": str(REPO),
-            "RLSTUDIO_POLL_INTERVAL_S": "0.3", "RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_HOLD_DIR": str(hold),
-            "OMP_WAIT_POLICY": "PASSIVE", **extra}
+            "RLSTUDIO_POLL_INTERVAL_S": "0.3", "RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "OMP_WAIT_POLICY": "PASSIVE",
+            **hold_env(hold), **extra}
 
 
 def held_server(server_factory, tmp_path: Path, *steps: int):

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.backend.conftest import HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
+from tests.step_hold import hold_env
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # every test dispatches real Ray jobs (the shared head or its own)
 
@@ -132,7 +133,7 @@ def test_spool_of_a_job_that_ended_while_the_server_was_down_is_replayed(server_
     hold = tmp_path / "hold"
     hold.mkdir()
     (hold / "step-1").touch()
-    server = server_factory(env=dispatch_env(ray_head, RLSTUDIO_HOLD_DIR=str(hold))).start()
+    server = server_factory(env=dispatch_env(ray_head, **hold_env(hold))).start()
     server.wait_dispatch_ready()
     run = launch(server.url, "trainer.total_training_steps=3", "+trainer.tiny_close_timeout=1")
     wait_for(lambda: (hold / "held-1").exists(), 120, 0.2, "the job to hold after step 1")

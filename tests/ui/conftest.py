@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.step_hold import hold_env
 from tests.ui.seed import Api
 
 # Every wait in these tests is for a state (an element, a URL); its timeout is only a hang guard. On a shared
@@ -107,10 +108,10 @@ def server(tmp_path_factory, built_frontend) -> Server:
 @pytest.fixture(scope="session")
 def dispatch_server(tmp_path_factory, built_frontend) -> Server:
     """A server with real Ray dispatch (it starts its own local Ray head), shared by the UI tests that train:
-    one server and one head for all of them. RLSTUDIO_HOLD_DIR lets a test hold a run at a checkpoint
-    (engine/trainer/hold.py); a test that creates a hold file removes it before it ends."""
+    one server and one head for all of them. Its jobs get the tests' step gate on `srv.hold` (tests/step_hold.py), so
+    that a test can hold a run at a checkpoint; a test that creates a hold file removes it before it ends."""
     hold = tmp_path_factory.mktemp("hold")
-    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3", "RLSTUDIO_HOLD_DIR": str(hold),
+    env = {"RLSTUDIO_MAX_CONCURRENT_RUNS": "1", "RLSTUDIO_POLL_INTERVAL_S": "0.3", **hold_env(hold),
            "RLSTUDIO_RAY_NUM_CPUS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
     if os.environ.get("RLSTUDIO_UI_JOB_MODULE"):  # e.g. tests.backend.jobs.tiny_trainer for a fast check
         env["RLSTUDIO_JOB_MODULE"] = os.environ["RLSTUDIO_UI_JOB_MODULE"]

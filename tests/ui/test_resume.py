@@ -1,6 +1,6 @@
 """Resume from the browser with a real run: the demo trains with a checkpoint every 2 steps, is held right
-after its step-2 checkpoint (the trainer's hold gate, engine/trainer/hold.py) and cancelled there from the
-run page; Resume on that page starts a child run that continues at step 3 with the prompts an uncut run saw
+after its step-2 checkpoint (the tests' step gate on the trainer's after-step hook, tests/step_hold.py) and
+cancelled there from the run page; Resume on that page starts a child run that continues at step 3 with the prompts an uncut run saw
 at steps 3 and 4, and the child's charts draw the parent's steps 1-2 and its own 3-4, with no gap.
 Slow (three real training jobs on CPU): marked `slow`."""
 from __future__ import annotations
