@@ -11,10 +11,12 @@ import threading
 import httpx
 import pytest
 import requests
+from pydantic import SecretStr
 from sqlmodel import Session, select
 
 from backend.models import LogLine, Run, RunStatus
 from backend.services.dispatch import queue, records, spool
+from backend.services.dispatch.head import RayConnection, cluster_token
 from backend.services.dispatch.logs import JobLogs
 from backend.services.dispatch.reconcile import reconcile
 from backend.services.dispatch.submit import SubmitFailed, job_env, not_ready, with_retries
@@ -58,6 +60,27 @@ def test_queue_launches_the_oldest_queued_runs_up_to_the_limit(client):
     set_status(engine, first, RunStatus.succeeded)  # a finished run frees its place
     assert [r.id for r in queue.next_to_launch(engine, 2)] == [second]
     assert [r.id for r in records.in_flight(engine, submitted=True)] == [third]
+
+
+# ----------------------------------------------------------------------------------------------------- head
+def test_a_clusters_token_comes_from_the_setting_then_the_environment_then_the_file(settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.ray/auth_token of the machine's
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    assert cluster_token(settings) is None
+    (tmp_path / "token").write_text("from-file\n")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "token"))
+    assert cluster_token(settings) == "from-file"
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "from-env")
+    assert cluster_token(settings) == "from-env"
+    assert cluster_token(settings.model_copy(update={"ray_auth_token": SecretStr("from-setting")})) == "from-setting"
+
+
+def test_a_cluster_is_never_healed(settings):
+    """Only a head this server owns is restarted: on a cluster (no head of its own) nothing is lost."""
+    lost = []
+    connection = RayConnection(settings.model_copy(update={"ray_address": "http://127.0.0.1:1"}))
+    assert asyncio.run(connection.heal(lost.append)) is False and lost == []
 
 
 # --------------------------------------------------------------------------------------------------- submit
