@@ -20,7 +20,7 @@ import torch.distributed as dist
 from engine.adapters import lora
 from engine.checkpoint.export import hf_class, write_hf_model
 from engine.checkpoint.sharded import background_writer, load_role, save_role
-from engine.distributed.fsdp import DTYPES, full_state_dict, shard_model
+from engine.distributed.fsdp import DTYPES, fsdp_modules, full_state_dict, shard_model
 from engine.protocol import Batch
 from engine.rollout import freshness
 from engine.rollout.hf_rollout import HFRollout, eos_ids
@@ -223,6 +223,11 @@ class TrainWorker:
             # root, on every rank at build time, does that initialisation.
             with torch.no_grad():
                 self.actor_module(input_ids=torch.zeros(1, 1, dtype=torch.long, device=self.device), use_cache=False)
+            # and back to the sharded parameters: a unit that keeps its gathered weights after forward (the root;
+            # every unit with one worker) would leave its unsharded tensors registered, the optimizer below would
+            # hold those, and the adapter would never change (the gradients reach the sharded ones)
+            for unit in fsdp_modules(self.actor_module):
+                unit.reshard()
         # only what requires gradients: with LoRA the adapter, so AdamW keeps state for it alone
         optimizer = build_optimizer([p for p in self.actor_module.parameters() if p.requires_grad],
                                     actor_rollout_ref.actor.optim, self.device_type)
