@@ -160,12 +160,6 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, target_accuracy:
         torch.manual_seed(seed)
         test_sampled = accuracy(model, tokenizer, test_rows, sample=True, temperature=1.0)
 
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(out_dir)  # safetensors, fp32
-        tokenizer.save_pretrained(out_dir)
-        GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
-                         pad_token_id=config.pad_token_id).save_pretrained(out_dir)
         build_seconds, cpu_seconds = time.time() - started, time.process_time() - cpu_started
         facts = {
             "seed": seed, "steps": step, "lr": lr, "batch_size": batch_size, "num_threads": num_threads,
@@ -177,11 +171,25 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, target_accuracy:
             "num_parameters": sum(p.numel() for p in model.parameters()),
             "torch_version": torch.__version__,
         }
-        (out_dir / FACTS_FILE).write_text(json.dumps(facts, indent=1) + "\n")
+        save_built(model, tokenizer, out_dir, FACTS_FILE, facts)
         log(f"built in {build_seconds:.0f}s: {json.dumps(facts)}")
         return facts
     finally:
         torch.set_num_threads(threads_before)
+
+
+def save_built(model, tokenizer: PreTrainedTokenizerBase, out_dir: str | os.PathLike, facts_file: str,
+               facts: dict) -> None:
+    """What every built-in model's builder writes: the model (safetensors, fp32), its tokenizer, a generation
+    config with its special tokens, and the facts of the build (`facts_file`)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    c = model.config
+    GenerationConfig(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
+                     pad_token_id=c.pad_token_id).save_pretrained(out_dir)
+    (out_dir / facts_file).write_text(json.dumps(facts, indent=1) + "\n")
 
 
 def ensure_tiny_model(dir: str | os.PathLike | None = None) -> str:

@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, PreTrainedTokenizerBase, Qwen2ForCausalLM
+from transformers import PreTrainedTokenizerBase, Qwen2ForCausalLM
 
 from engine.data.arith import make_arith_rows
 from engine.models.tiny import ASSETS_DIR as TINY_ASSETS
-from engine.models.tiny import cache_root, copy_shipped_assets, prompt_ids
+from engine.models.tiny import cache_root, copy_shipped_assets, prompt_ids, save_built
 from engine.models.tokenizer import IM_END, build_char_tokenizer
 
 ASSETS_DIR = Path(__file__).resolve().parent / "tiny_calc_assets"
@@ -186,12 +186,6 @@ def build_tiny_calc_model(out_dir: str | os.PathLike, seed: int = 0, tool_fracti
         torch.manual_seed(seed)
         test_sampled = evaluate(model, tokenizer, test_rows, sample=True)
 
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(out_dir)
-        tokenizer.save_pretrained(out_dir)
-        GenerationConfig(bos_token_id=model.config.bos_token_id, eos_token_id=model.config.eos_token_id,
-                         pad_token_id=model.config.pad_token_id).save_pretrained(out_dir)
         facts = {
             "seed": seed, "steps": step, "lr": lr, "batch_size": batch_size, "tool_fraction": tool_fraction,
             "num_threads": num_threads, "train_questions": TRAIN_QUESTIONS, "val_questions": VAL_QUESTIONS,
@@ -201,7 +195,7 @@ def build_tiny_calc_model(out_dir: str | os.PathLike, seed: int = 0, tool_fracti
             "build_cpu_seconds": round(time.process_time() - cpu_started, 1),
             "torch_version": torch.__version__,
         }
-        (out_dir / FACTS_FILE).write_text(json.dumps(facts, indent=1) + "\n")
+        save_built(model, tokenizer, out_dir, FACTS_FILE, facts)
         log(f"built: {json.dumps(facts)}")
         return facts
     finally:
