@@ -77,12 +77,22 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         ranges = _step_ranges(values)
     if not values:
         return 0
-    from backend.services.upsert import in_lock_order, write_lock
-
     live = {"points": [(r[0], r[1], finite_or_text(r[2]), r[3]) for r in values] if special else values}
     written = {key for key_list in ranges.values() for key in key_list}  # progress keys: skip the scan without them
     steps = [r[2] for r in values if r[0] == STEP_KEY and r[2] is not None] if STEP_KEY in written else []
     totals = [r[2] for r in values if r[0] == TOTAL_KEY and r[2] is not None] if TOTAL_KEY in written else []
+    # judged before the write lock (cost ~ the new points, a plain batch a key at a time), written inside it
+    judged = health.judge_metrics(session, run, values, body.series if plain is not None else None)
+    try:
+        _write(session, run, values, ranges, nan, live, written, steps, totals, judged)
+    finally:
+        health.release(judged)
+    return len(values)
+
+
+def _write(session: Session, run: Run, values, ranges, nan, live, written, steps, totals, judged) -> None:
+    from backend.services.upsert import in_lock_order, write_lock
+
     with write_lock(session):
         conn = session.connection()
         bucketed = _bucketed(session)
@@ -98,13 +108,11 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
             announce(session, run, kind="progress")
-        # judged in the same transaction: cost ~ the new points (a plain batch a key at a time)
-        health.on_metrics(session, run, values, body.series if plain is not None else None)
+        health.apply(session, run, judged)
         if any(key.startswith(VAL_PREFIX) for key in written):  # a validation: the runs list's held-out score
             insert_event(session, RUNS_CHANNEL, "progress", {"id": run.id, **held_out(session=session,
                                                                                      run_ids=[run.id]).get(run.id, {})})
         session.commit()
-    return len(values)
 
 
 def _bucketed(session: Session) -> bool:

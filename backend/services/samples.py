@@ -54,7 +54,7 @@ class TurnFilters:
 def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
-    from backend.services.upsert import in_lock_order, insert_for, write_lock
+    from backend.services.upsert import insert_for
 
     now = time.time()
     rows: dict[tuple, dict] = {}
@@ -73,16 +73,26 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     updated = {name: stmt.excluded[name] for name in FIELDS + DERIVED + ["wall_time"]
                if name not in ("split", "step", "sample_index")}
     stmt = stmt.on_conflict_do_update(index_elements=["run_id", "split", "step", "sample_index"], set_=updated)
+    judged = health.judge_samples(session, run, samples)  # before the write lock; written inside it
+    try:
+        _write(session, run, stmt, rows, judged)
+    finally:
+        health.release(judged)
+    return len(rows)
+
+
+def _write(session: Session, run: Run, stmt, rows: dict, judged) -> None:
+    from backend.services.upsert import in_lock_order, write_lock
+
     with write_lock(session):
         session.execute(stmt, [rows[position] for position in in_lock_order(session, list(rows))])
         by_step: dict[tuple[int, str], int] = {}
         for split, step, _ in rows:
             by_step[(step, split)] = by_step.get((step, split), 0) + 1
-        health.on_samples(session, run, samples)
+        health.apply(session, run, judged)
         add_event(session, run_channel(run.id), "samples", {"batches": [
             {"step": step, "split": split, "count": n} for (step, split), n in sorted(by_step.items())]})
         session.commit()
-    return len(rows)
 
 
 def steps(*, session: Session, run_id: int) -> list[SampleStep]:

@@ -8,14 +8,17 @@
 - `autostop.py`: the launch-time rule (`trainer.health.stop_on`, `stop_after_steps`) that cancels a sick run.
 """
 from backend.services.health.store import (
+    apply,
+    judge_metrics,
+    judge_samples,
     no_signal_prompts,
     on_heartbeat,
     on_metrics,
-    on_samples,
     refresh_stalled,
+    release,
     report,
     summaries,
 )
 
-__all__ = ["no_signal_prompts", "on_heartbeat", "on_metrics", "on_samples", "refresh_stalled", "report",
-           "summaries"]
+__all__ = ["apply", "judge_metrics", "judge_samples", "no_signal_prompts", "on_heartbeat", "on_metrics",
+           "refresh_stalled", "release", "report", "summaries"]

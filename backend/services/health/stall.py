@@ -6,6 +6,7 @@ time), so the judgement compares stored times with `now`: a test plants points w
 waiting. The heartbeat's time is the engine's clock (one host's time against another's on a cluster)."""
 from __future__ import annotations
 
+import math
 import statistics
 
 from backend.services.health.metric_checks import push
@@ -37,7 +38,7 @@ def note_phases(st: dict, points: dict[str, list[tuple[int, float]]]) -> None:
         if key.startswith(PHASES):
             ring = st.setdefault("phases", {}).setdefault(key[len(PHASES):], [])
             for _, v in pts:
-                if v == v and v >= 0:  # not NaN
+                if math.isfinite(v) and v >= 0:
                     push(ring, v, KEEP_PHASE)
 
 

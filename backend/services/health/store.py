@@ -4,10 +4,11 @@ state row is read once, the checks see only the new points, a changed alarm is w
 from __future__ import annotations
 
 import math
+import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import itemgetter
 from typing import Any
@@ -124,11 +125,13 @@ def _save(session: Session, state: State) -> None:
         state.stored = True
 
 
-def on_metrics(session: Session, run: Run, rows, series=None) -> None:
+def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | None:
     """Judge the new points of a metrics batch: `rows` ((key, step, value, wall_time); NaN as None), or for a plain
-    columnar batch (each key once, finite values) its `series`, read a key at a time."""
+    columnar batch (each key once, finite values) its `series`, read a key at a time. Before the batch's write
+    transaction takes the database's write lock (the judging stays out of it); `apply` writes the outcome in it,
+    `release` ends it (the run's judge lock is held until then)."""
     if not session.info.get(HEALTH_CHECKS, True):
-        return
+        return None
     points: dict[str, list] = {}
     walls: dict[str, float] = {}  # per key, the wall time of its newest point (the stall check's clock)
     known = _WATCHED
@@ -157,7 +160,8 @@ def on_metrics(session: Session, run: Run, rows, series=None) -> None:
             points[key] = [(s, v) for s, v, _ in pts]
             walls[key] = pts[-1][2]
     if not points:
-        return
+        return None
+    lock = _run_lock(session, run.id)
     row = _state(session, run.id)
     data = row.data
     ctx = data.setdefault("ctx", _context(run))
@@ -181,26 +185,35 @@ def on_metrics(session: Session, run: Run, rows, series=None) -> None:
         moving = stall.track(data.setdefault("stall", {}), *newest)
         if moving is not None:
             judged.append(moving)
-    _judge(session, run, row, judged)
+    return Pending(row, _advance_all(row, judged), lock)
 
 
-def on_samples(session: Session, run: Run, samples) -> None:
-    """Judge a batch of answers (SampleIn); the training split only."""
+def on_metrics(session: Session, run: Run, rows, series=None) -> None:
+    """judge_metrics, apply and release at once (inside a write transaction)."""
+    pending = judge_metrics(session, run, rows, series)
+    try:
+        apply(session, run, pending)
+    finally:
+        release(pending)
+
+
+def judge_samples(session: Session, run: Run, samples) -> Pending | None:
+    """Judge a batch of answers (SampleIn; the training split only), as judge_metrics does."""
     if not session.info.get(HEALTH_CHECKS, True):
-        return
+        return None
     answers = [sample_checks.Answer(step=s.step, index=s.sample_index, response=s.response or "", tokens=s.tokens,
                                     score=s.score if s.score is not None else s.reward,
                                     group=s.group_uid or (None if s.prompt_index is None else f"p{s.prompt_index}"),
                                     prompt_index=s.prompt_index, multi_turn=s.turns is not None)
                for s in samples if s.split == "train"]
     if not answers:
-        return
+        return None
+    lock = _run_lock(session, run.id)
     row = _state(session, run.id)
     data = row.data
     ctx = data.setdefault("ctx", _context(run))
     judged, finished = sample_checks.judge(data.setdefault("answers", {}), answers, ctx)
-    _record_prompts(session, run.id, finished)
-    _judge(session, run, row, judged)
+    return Pending(row, _advance_all(row, judged), lock, finished)
 
 
 def _record_prompts(session: Session, run_id: int, finished: list[dict]) -> None:
@@ -231,6 +244,14 @@ def on_heartbeat(session: Session, run: Run, fields: dict) -> None:
     if not isinstance(phase, str) or not phase:
         return
     began = beat.get("time")
+    lock = _run_lock(session, run.id)
+    try:
+        _beat(session, run, phase, began, beat)
+    finally:
+        lock.release()
+
+
+def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
     from backend.services.upsert import write_lock
 
     with write_lock(session):
@@ -247,24 +268,76 @@ def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str
         return None
     from backend.services.upsert import write_lock
 
-    with write_lock(session):
-        row = _state(session, run.id)
-        judged = stall.judge(row.data.get("stall", {}), time.time() if now is None else now, row.data.get("heartbeat"))
-        if judged is None:
-            session.rollback()  # nothing judged: the read ends here
-            return None
-        _judge(session, run, row, [judged])
-        session.commit()
+    lock = _run_lock(session, run.id)
+    try:
+        with write_lock(session):
+            return _refresh(session, run, now)
+    finally:
+        lock.release()
+
+
+def _refresh(session: Session, run: Run, now: float | None) -> str | None:
+    row = _state(session, run.id)
+    judged = stall.judge(row.data.get("stall", {}), time.time() if now is None else now, row.data.get("heartbeat"))
+    if judged is None:
+        session.rollback()  # nothing judged: the read ends here
+        return None
+    _judge(session, run, row, [judged])
+    session.commit()
     return session.info.pop(STOP_JOB, None)
 
 
-def _judge(session: Session, run: Run, row: State, judged: list[Judged]) -> None:
+@dataclass
+class Pending:
+    """A batch judged, not yet written: its run's state, the alarms' changes, the run's judge lock (held until
+    `release`), the GRPO groups of a step that ended."""
+
+    row: State
+    changes: list[Change]
+    lock: threading.Lock
+    finished: list[dict] = field(default_factory=list)
+
+
+def apply(session: Session, run: Run, pending: Pending | None) -> None:
+    """Write a judged batch (inside the batch's write transaction)."""
+    if pending is not None:
+        _record_prompts(session, run.id, pending.finished)
+        _apply(session, run, pending.row, pending.changes)
+
+
+def release(pending: Pending | None) -> None:
+    if pending is not None and pending.lock.locked():
+        pending.lock.release()
+
+
+_LOCKS: dict[tuple[int, int], threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _run_lock(session: Session, run_id: int) -> threading.Lock:
+    """The run's judge lock, taken: one batch of a run judged at a time, from its state's read to its commit."""
+    with _LOCKS_LOCK:
+        lock = _LOCKS.setdefault((id(session.get_bind()), run_id), threading.Lock())
+    lock.acquire()
+    return lock
+
+
+def _advance_all(row: State, judged: list[Judged]) -> list[Change]:
     trackers = row.data.setdefault("alarms", {})
     changes: list[Change] = []
     for j in judged:
         changes += advance(trackers.setdefault(j.alarm, list(AT_REST)), j)
         if j.steps and (row.checked_step is None or j.steps[-1][0] > row.checked_step):
             row.checked_step = j.steps[-1][0]
+    return changes
+
+
+def _judge(session: Session, run: Run, row: State, judged: list[Judged]) -> None:
+    _apply(session, run, row, _advance_all(row, judged))
+
+
+def _apply(session: Session, run: Run, row: State, changes: list[Change]) -> None:
+    trackers = row.data.setdefault("alarms", {})
     _save(session, row)
     if changes:
         now = time.time()
