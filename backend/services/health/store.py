@@ -63,8 +63,9 @@ class State:
     stored: bool
 
 
-# SQLite: each database's states stay in memory between batches (ingest holds the one write lock while it judges,
-# so one judge at a time), saved with every batch; a new server (a new engine) reads them back from the table
+# SQLite: each database's states stay in memory between batches (a run's judge lock, held from the read to the
+# commit, lets one batch of it be judged at a time; this server is the file's one writer), saved with every batch;
+# a new server (a new engine) reads them back from the table. PostgreSQL reads the row, locked, every time.
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 CACHE_RUNS = 256
 TOUCHED = "rlstudio.health_touched"  # session.info: the runs whose cached state this transaction changed
