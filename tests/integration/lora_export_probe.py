@@ -12,27 +12,15 @@ import torch
 
 
 def main(model: str, data: str, out: str) -> None:
-    from transformers import AutoTokenizer
+    from lora_probe import probe_prompts, small_lora_run  # beside this script
 
     from engine.config import build_config
-    from engine.data.dataset import RLDataset, collate
     from engine.workers.worker import TrainWorker, free_port
 
-    cfg = build_config([
-        f"data.train_files={data}/train.parquet", f"data.val_files={data}/test.parquet",
-        "data.train_batch_size=8", "data.max_prompt_length=32", "data.max_response_length=6",
-        f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.model.enable_gradient_checkpointing=False",
-        "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
-        "actor_rollout_ref.actor.optim.lr=0.05", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.grad_clip=1e9",
-        "actor_rollout_ref.rollout.n=1", "algorithm.adv_estimator=gae", "critic.model.lora_rank=8",
-        "critic.ppo_micro_batch_size_per_gpu=8", "critic.optim.lr=0.05", "trainer.n_gpus_per_node=1",
-        "trainer.device=cpu", "actor_rollout_ref.actor.checkpoint.async_save=False",
-        "critic.checkpoint.async_save=False",
-    ])
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    prompts = collate([RLDataset(f"{data}/test.parquet", tokenizer, max_prompt_length=32)[i] for i in range(8)],
-                      tokenizer.pad_token_id)
+    cfg = build_config([*small_lora_run(model, data), "algorithm.adv_estimator=gae", "critic.model.lora_rank=8",
+                        "critic.ppo_micro_batch_size_per_gpu=8", "critic.optim.lr=0.05",
+                        "critic.checkpoint.async_save=False"])
+    prompts = probe_prompts(model, data)
     worker = TrainWorker(0, 1, cfg, total_steps=10, device="cpu", num_threads=torch.get_num_threads())
     worker.init("127.0.0.1", free_port(), uses_ref=False)
     batch, _ = worker.generate_sequences(prompts)

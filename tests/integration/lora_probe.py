@@ -12,28 +12,38 @@ from pathlib import Path
 import torch
 
 
-def main(model: str, data: str, out: str, decode: str, extra: list[str]) -> dict:
+def small_lora_run(model: str, data: str) -> list[str]:
+    """The probes' run: 8 prompts of the arithmetic data, 6-token answers, a rank-8 adapter with a learning rate
+    large enough that one update moves it, one CPU worker, blocking checkpoints."""
+    return [f"data.train_files={data}/train.parquet", f"data.val_files={data}/test.parquet",
+            "data.train_batch_size=8", "data.max_prompt_length=32", "data.max_response_length=6",
+            f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+            "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
+            "actor_rollout_ref.actor.optim.lr=0.05", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.grad_clip=1e9",
+            "actor_rollout_ref.rollout.n=1", "trainer.n_gpus_per_node=1", "trainer.device=cpu",
+            "actor_rollout_ref.actor.checkpoint.async_save=False"]
+
+
+def probe_prompts(model: str, data: str):
+    """The first 8 test prompts, collated."""
     from transformers import AutoTokenizer
 
-    from engine.config import build_config
     from engine.data.dataset import RLDataset, collate
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return collate([RLDataset(f"{data}/test.parquet", tokenizer, max_prompt_length=32)[i] for i in range(8)],
+                   tokenizer.pad_token_id)
+
+
+def main(model: str, data: str, out: str, decode: str, extra: list[str]) -> dict:
+    from engine.config import build_config
     from engine.workers.worker import TrainWorker, free_port
 
-    cfg = build_config([
-        f"data.train_files={data}/train.parquet", f"data.val_files={data}/test.parquet",
-        "data.train_batch_size=8", "data.max_prompt_length=32", "data.max_response_length=6",
-        f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.model.enable_gradient_checkpointing=False",
-        "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
-        "actor_rollout_ref.actor.optim.lr=0.05", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.actor.grad_clip=1e9",
-        "actor_rollout_ref.actor.use_kl_loss=True", "actor_rollout_ref.rollout.n=1",
-        f"+actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode}",
-        "algorithm.adv_estimator=reinforce_plus_plus", "trainer.n_gpus_per_node=1", "trainer.device=cpu",
-        "actor_rollout_ref.actor.checkpoint.async_save=False", *extra,
-    ])
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    prompts = collate([RLDataset(f"{data}/test.parquet", tokenizer, max_prompt_length=32)[i] for i in range(8)],
-                      tokenizer.pad_token_id)
+    cfg = build_config([*small_lora_run(model, data), "actor_rollout_ref.actor.use_kl_loss=True",
+                        f"+actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode}",
+                        "algorithm.adv_estimator=reinforce_plus_plus", *extra])
+    prompts = probe_prompts(model, data)
 
     def start() -> TrainWorker:
         worker = TrainWorker(0, 1, cfg, total_steps=10, device="cpu", num_threads=torch.get_num_threads())

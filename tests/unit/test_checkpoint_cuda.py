@@ -5,8 +5,6 @@ captures graphs in the strict ("global") mode for as long as a write is in fligh
 back exactly, for a first save and for a second one that reuses the writer's staging buffers."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -15,6 +13,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from engine.checkpoint.sharded import background_writer, load_role, save_role
 from engine.distributed.fsdp import shard_model
+from engine.workers.worker import free_port
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 DEVICE = "cuda"
@@ -22,10 +21,7 @@ DEVICE = "cuda"
 
 @pytest.fixture()
 def one_rank():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("cpu:gloo,cuda:nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group("cpu:gloo,cuda:nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 
