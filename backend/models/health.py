@@ -80,9 +80,18 @@ class RunHealth(SQLModel):
     thresholds: dict[str, float]
 
 
+class FiringAlarm(SQLModel):
+    id: str
+    severity: Severity
+    title: str
+    since_step: int
+
+
 class HealthSummary(SQLModel):
     status: HealthStatus
-    firing: list[str]
+    firing: list[str] = Field(description="the ids of the alarms firing now")
+    alarms: list[FiringAlarm] = Field(default_factory=list, description="the same alarms with their severity, title "
+                                      "and since_step (a badge each)")
 
 
 class NoSignalPrompt(SQLModel):

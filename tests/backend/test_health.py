@@ -386,6 +386,20 @@ def test_auto_stop_rule_is_checked_at_launch(client):
     assert default == {"stop_on": [], "stop_after_steps": 1}  # off by default
 
 
+def test_runs_list_summary_names_each_firing_alarm_with_its_severity(client):
+    """A warning and an error at once: the run is `error`, each alarm comes with its own severity (errors first)."""
+    run = external_run(client)
+    other = external_run(client)
+    for step in range(1, 8):
+        send(client, run, step, {"actor/reward_kl_penalty": 0.0 if step < 3 else 0.5,
+                                 "actor/pg_loss": NAN if step == 6 else 0.1})
+    listed = {r["id"]: r["health"] for r in client.get(f"{API}/runs").json()["data"]}
+    assert listed[other["id"]] == {"status": "ok", "firing": [], "alarms": []}
+    assert listed[run["id"]] == {"status": "error", "firing": ["nonfinite:actor/pg_loss", "kl-high"], "alarms": [
+        {"id": "nonfinite:actor/pg_loss", "severity": "error", "title": "NaN in actor/pg_loss", "since_step": 6},
+        {"id": "kl-high", "severity": "warning", "title": "KL above 0.1", "since_step": 3}]}
+
+
 # ------------------------------------------------------------------------------------------------ the API
 def test_bad_input_and_unknown_runs(client):
     assert client.get(f"{API}/runs/999/health").status_code == 404

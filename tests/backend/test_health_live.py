@@ -42,9 +42,11 @@ def test_health_reaches_the_stream_the_runs_list_and_the_client(server_factory):
     assert got == {**body, "checked_step": 8}  # the GET: the same body (one more step judged since)
 
     (summary,) = runs_feed.wait(lambda e: e.get("event") == "health")
-    assert summary["data"] == {"id": run["id"], "health": {"status": "warning", "firing": ["kl-high"]}}
+    firing = {"status": "warning", "firing": ["kl-high"], "alarms": [
+        {"id": "kl-high", "severity": "warning", "title": "KL above 0.1", "since_step": 3}]}
+    assert summary["data"] == {"id": run["id"], "health": firing}
     listed = httpx.get(f"{url}/api/v1/runs", timeout=HTTP_TIMEOUT).json()["data"]
-    assert [r["health"] for r in listed] == [{"status": "warning", "firing": ["kl-high"]}]
+    assert [r["health"] for r in listed] == [firing]
 
     judged = client.health(run["id"])
     assert judged.status == "warning" and [(a.id, a.state, a.since_step) for a in judged.alarms] == [
@@ -54,7 +56,8 @@ def test_health_reaches_the_stream_the_runs_list_and_the_client(server_factory):
     post(url, run, "metrics", {"series": [{"key": "actor/reward_kl_penalty", "steps": [9], "values": [0.05]}]})
     cleared = feed.wait(lambda e: e.get("event") == "health" and e["data"]["status"] == "ok")[0]["data"]
     assert cleared["alarms"][0]["state"] == "cleared" and cleared["alarms"][0]["cleared_step"] == 9
-    runs_feed.wait(lambda e: e.get("event") == "health" and e["data"]["health"] == {"status": "ok", "firing": []})
+    runs_feed.wait(lambda e: e.get("event") == "health" and e["data"]["health"] == {"status": "ok", "firing": [],
+                                                                                      "alarms": []})
     assert client.health(run["id"]).status == "ok"
     feed.close()
     runs_feed.close()

@@ -409,20 +409,25 @@ def report(session: Session, run_id: int) -> dict[str, Any]:
 
 
 def _summary(body: dict) -> dict[str, Any]:
-    return {"status": body["status"], "firing": [a["id"] for a in body["alarms"] if a["state"] == "firing"]}
+    firing = [a for a in body["alarms"] if a["state"] == "firing"]
+    return {"status": body["status"], "firing": [a["id"] for a in firing],
+            "alarms": [{k: a[k] for k in ("id", "severity", "title", "since_step")} for a in firing]}
 
 
 def summaries(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The runs list's `health` per run: its status and firing alarm ids (one query for the page)."""
-    out = {run_id: {"status": "ok", "firing": []} for run_id in run_ids}
+    out = {run_id: {"status": "ok", "firing": [], "alarms": []} for run_id in run_ids}
     if not run_ids:
         return out
-    rows = session.execute(select(HealthAlarm.run_id, HealthAlarm.alarm_id, HealthAlarm.severity)
-                           .where(HealthAlarm.run_id.in_(run_ids), HealthAlarm.state == "firing")
-                           .order_by(HealthAlarm.run_id, HealthAlarm.alarm_id)).all()
-    for run_id, alarm_id, severity in rows:
+    rows = session.execute(select(HealthAlarm.run_id, HealthAlarm.alarm_id, HealthAlarm.severity, HealthAlarm.title,
+                                  HealthAlarm.since_step)
+                           .where(HealthAlarm.run_id.in_(run_ids), HealthAlarm.state == "firing")).all()
+    # the report's order: errors first, then the newest
+    for run_id, alarm_id, severity, title, since_step in sorted(
+            rows, key=lambda r: (r[0], -RANK.get(r[2], 0), -r[4], r[1])):
         entry = out[run_id]
         entry["firing"].append(alarm_id)
+        entry["alarms"].append({"id": alarm_id, "severity": severity, "title": title, "since_step": since_step})
         if RANK.get(severity, 0) > RANK.get(entry["status"], 0):
             entry["status"] = severity
     return out

@@ -183,6 +183,28 @@ export type ExperimentsPublic = {
 };
 
 /**
+ * FiringAlarm
+ */
+export type FiringAlarm = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Severity
+     */
+    severity: 'warning' | 'error';
+    /**
+     * Title
+     */
+    title: string;
+    /**
+     * Since Step
+     */
+    since_step: number;
+};
+
+/**
  * HTTPValidationError
  */
 export type HttpValidationError = {
@@ -292,8 +314,16 @@ export type HealthSummary = {
     status: 'ok' | 'warning' | 'error';
     /**
      * Firing
+     *
+     * the ids of the alarms firing now
      */
     firing: Array<string>;
+    /**
+     * Alarms
+     *
+     * the same alarms with their severity, title and since_step (a badge each)
+     */
+    alarms?: Array<FiringAlarm>;
 };
 
 /**
