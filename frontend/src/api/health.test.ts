@@ -1,6 +1,6 @@
 import { QueryClient } from "@tanstack/react-query";
 import { describe, expect, it } from "vitest";
-import { isRunHealth, onHealthStreamEvent, type RunHealth } from "./health";
+import { isRunHealth, olderThan, onHealthStreamEvent, type RunHealth } from "./health";
 import { qk } from "./queries";
 
 const state = (status: RunHealth["status"], checked: number): RunHealth =>
@@ -27,5 +27,12 @@ describe("onHealthStreamEvent", () => {
       expect(qc.getQueryState(qk.health(7))?.isInvalidated).toBe(true);
     }
   });
+  it("an older state never replaces a newer one (a refetch answered after the stream pushed a change)", () => {
+    const qc = new QueryClient();
+    qc.setQueryData(qk.health(7), state("ok", 26));
+    onHealthStreamEvent(qc, 7, "health", state("warning", 16));
+    expect(qc.getQueryData<RunHealth>(qk.health(7))?.status).toBe("ok");
+    expect(olderThan(state("warning", 16), state("ok", 26))).toBe(true);
+    expect(olderThan(state("ok", 26), state("warning", 26))).toBe(false);
+  });
 });
-
