@@ -106,8 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         emit({"impl": "rlstudio", "phase": "memory",
               "peak_allocated_gb": round(mem.get("perf/max_memory_allocated_gb", 0.0), 2) or None,
               "peak_reserved_gb": round(mem.get("perf/max_memory_reserved_gb", 0.0), 2) or None,
-              "cpu_max_rss_gb": round(mem["perf/cpu_max_rss_gb"], 2) if "perf/cpu_max_rss_gb" in mem else None})
-        emit({"impl": "rlstudio", "phase": "check", "n_params": res["n_params"], "device_name": res["device"],
+              "cpu_max_rss_gb": round(mem["perf/cpu_max_rss_gb"], 2) if "perf/cpu_max_rss_gb" in mem else None,
+              **{k.removeprefix("perf/"): round(v, 4) for k, v in mem.items()
+                 if k.endswith(("optimizer_state_gb", "trained_param_gb"))}})
+        emit({"impl": "rlstudio", "phase": "check", "n_params": res["n_params"],
+              "n_trainable_params": res.get("n_trainable_params"), "device_name": res["device"],
               "rollout_log_probs_absdiff": res["rollout_log_probs_absdiff_mean"],
               "rollout_probs_diff_mean": res["rollout_probs_diff_mean"],
               "response_length_mean": res["response_length_mean"], "actor_kl_loss": res["actor_kl_loss"],

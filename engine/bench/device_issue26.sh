@@ -9,6 +9,7 @@
 #   vllm-w2      the vLLM seed run; W2 static decoder vs plain vLLM (one machine)
 #   tis-seed     the vLLM seed run with token TIS; the seed command as written
 #   w1-trl       W1 at defaults vs TRL in one invocation; W2 at defaults (static decoder)
+#   trl-lora     W1 vs TRL, W1 with lora_rank=64 (all-linear), W2 at defaults (needs only the --no-vllm bundle)
 set -uo pipefail
 export PYTHONPATH=/tmp/site:$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 # vLLM's top-k/top-p sampler probes FlashInfer, which is not carried (a JIT package with its own CUDA toolchain
@@ -65,6 +66,13 @@ for what in "$@"; do
     w1-trl)
       part w1-vs-trl 330 python3 -m engine.bench --workload w1 --vs-trl --steps 3
       part w2-static 240 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --steps 2 ;;
+    trl-lora)  # 2026-12-06 third session (bundle from --no-vllm): W1 at defaults vs TRL, W1 with LoRA rank 64
+      # (all-linear; the reference is the base with the adapter off), W2 at defaults, one machine
+      part w1-vs-trl 260 python3 -m engine.bench --workload w1 --vs-trl --steps 3
+      part w1-lora64 150 python3 -m engine.bench --workload w1 --steps 3 --label lora64 \
+        actor_rollout_ref.model.lora_rank=64 actor_rollout_ref.model.lora_alpha=128 \
+        actor_rollout_ref.model.target_modules=all-linear
+      part w2-static 150 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 2 ;;
     *) echo "unknown part $what"; exit 2 ;;
   esac
 done

@@ -7,6 +7,6 @@ mkdir -p /tmp/bundle /tmp/site
 cat /tmp/rw/bundle.part.* | tar -x -C /tmp/bundle
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/bundle/wheels/*.whl \
   2>&1 | grep -v "^WARNING: Target directory" || true
-xz -d -T0 < /tmp/bundle/vllm.tar.xz | tar -x -C /tmp/site
+[ -f /tmp/bundle/vllm.tar.xz ] && xz -d -T0 < /tmp/bundle/vllm.tar.xz | tar -x -C /tmp/site
 rm -rf /tmp/.whl-gsm8k && cp -r /tmp/bundle/gsm8k /tmp/.whl-gsm8k
 echo "installed: $(ls /tmp/site | grep -c dist-info) packages"

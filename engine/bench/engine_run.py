@@ -119,6 +119,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
             workers.stop()
     result = summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
     result["response_lengths"] = [n for step in lengths[warmup:] or lengths for n in step]
+    result["n_trainable_params"] = info.get("n_trainable_params")
     return result
 
 

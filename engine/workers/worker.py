@@ -453,15 +453,33 @@ class TrainWorker:
         dist.barrier()
 
     def memory_stats(self) -> dict:
+        stats = self._state_sizes()
         if self.device_type == "cuda":
-            return {"perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated() / 2**30,
+            return {**stats, "perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated() / 2**30,
                     "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved() / 2**30}
         try:
             import resource
 
-            return {"perf/cpu_max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+            return {**stats, "perf/cpu_max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
         except Exception:  # noqa: BLE001
-            return {}
+            return stats
+
+    def _state_sizes(self) -> dict:
+        """This rank's parameter and AdamW-state bytes per trained role (LoRA: what the adapter saves)."""
+        def local_bytes(t) -> int:
+            t = t.to_local() if hasattr(t, "to_local") else t
+            return t.numel() * t.element_size()
+
+        out = {}
+        roles = [("actor", getattr(self, "actor", None)), ("critic", getattr(self, "critic", None))]
+        for name, role in roles:
+            if role is None:
+                continue
+            states = [v for st in role.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+            out[f"perf/{name}_optimizer_state_gb"] = sum(local_bytes(v) for v in states) / 2**30
+            trained = [p for group in role.optimizer.param_groups for p in group["params"]]
+            out[f"perf/{name}_trained_param_gb"] = sum(local_bytes(p) for p in trained) / 2**30
+        return out
 
     def shutdown(self) -> None:
         if hasattr(getattr(self, "rollout", None), "shutdown"):  # vLLM: stop the engine first
