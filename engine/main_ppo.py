@@ -126,11 +126,13 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
         roles += ["critic"] if cfg.critic.enable else []
         roles += ["reward_model"] if cfg.reward_model.enable else []  # on the workers, beside the reference
         # the run's facts (the run page shows them): n_params / n_trainable_params are the actor's (fewer train
-        # with LoRA, all of them in full fine-tuning)
+        # with LoRA, all of them in full fine-tuning); critic_n_params / critic_n_trainable_params the critic's, when
+        # the run has one
+        critic = {k: workers.info[k] for k in ("critic_n_params", "critic_n_trainable_params") if k in workers.info}
         logger.log_status("started", workers=world_size(cfg), device=device, roles="+".join(roles),
                           total_steps=total_steps, launcher=workers.launcher,
                           device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
-                          n_trainable_params=workers.info.get("n_trainable_params"),
+                          n_trainable_params=workers.info.get("n_trainable_params"), **critic,
                           placement=workers.info.get("placement"))
         trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
                              total_steps, device_name=workers.info.get("device_name"),
@@ -156,8 +158,22 @@ def _is_user_error(exc: BaseException) -> bool:
     return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
 
 
+USAGE = """usage: python -m engine.main_ppo [--config-path DIR] [--config-name NAME] key=value ...
+       python -m engine.main_ppo --config-file PATH
+
+Trains with verl's config keys (e.g. data.train_files=... actor_rollout_ref.model.path=... trainer.total_epochs=1).
+  --config-name NAME   a named config or preset to lay the overrides over (engine/configs/)
+  --config-path DIR    where to look for NAME (a verl-style YAML folder)
+  --config-file PATH   a config resolved already (runs as it is; no overrides)
+Every key, its default and its meaning:   python -m engine.config --json-schema
+The config a command line resolves to:    python -m engine.config key=value ..."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if any(arg in ("-h", "--help") for arg in argv):  # a flag, not a malformed override
+        print(USAGE)
+        return 0
     try:
         cfg = config_from_argv(argv)
         run(cfg)

@@ -42,6 +42,14 @@ def test_exit_status_of_the_real_command(tmp_path):
     assert "Error: " in err and "data.train_batch_size" in err
 
 
+def test_help_prints_usage_not_an_error(capsys):
+    from engine.main_ppo import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "key=value" in out and "--config-file" in out and "python -m engine.config --json-schema" in out
+
+
 def test_unknown_key_names_closest(run_bad, tmp_path):
     err = run_bad(["data.train_batch_sise=8"], tmp_path)
     assert "data.train_batch_sise" in err and "data.train_batch_size" in err
