@@ -24,6 +24,17 @@ def correct_start(points: list[dict]) -> list[dict]:
     return points
 
 
+def validation_n4(step: int) -> list[dict]:
+    """One validation's statistics as engine/trainer/validation_metrics.py logs them for N = 4 answers per prompt,
+    with an `acc` and a `pred` column: the core variable is acc."""
+    gain = 0.05 * step
+    values = {"val-core/arith/acc/mean@4": 0.3 + gain, "val-core/arith/acc/best@4/mean": 0.6 + gain,
+              "val-core/arith/acc/maj@4/mean": 0.35 + gain, "val-aux/arith/acc/best@2/mean": 0.45 + gain,
+              "val-aux/arith/acc/std@4": 0.2, "val-aux/arith/acc/worst@4/mean": 0.1,
+              "val-aux/arith/reward/mean@4": 0.3 + gain, "val-aux/arith/reward/best@4/mean": 0.6 + gain}
+    return [{"key": k, "step": step, "value": v} for k, v in values.items()]
+
+
 def health(server, run) -> dict:
     return server.api.get(f"/api/v1/runs/{run['id']}/health")
 
@@ -109,6 +120,9 @@ def test_degenerate_answers_badge_and_banner(page, server):
         s["tokens"] = [] if i % 2 else ["7"] * 12
     server.api.samples(broken, bad)
     server.api.samples(healthy, step_samples(4, rng))
+    # validation at steps 2 and 4: the healthy run drew 4 answers per prompt (val_kwargs.n=4), the other one
+    server.api.metrics(healthy, [p for s in (2, 4) for p in validation_n4(s)])
+    server.api.metrics(broken, [{"key": "val-core/arith/reward/mean@1", "step": s, "value": 0.3} for s in (2, 4)])
     for run in (healthy, broken):
         server.api.status(run, "succeeded")
 
@@ -132,8 +146,21 @@ def test_degenerate_answers_badge_and_banner(page, server):
     expect(page.locator(".sample-card").first).to_be_visible()  # the answers that show it
     page.goto(f"{server.url}/runs/{healthy['id']}")
     expect(page.locator('[data-chart="score"]')).to_be_visible()
+    # the held-out score is the core variable's mean@N (acc here); pass@k has a line per k, then mean@N and maj@N
+    expect(page.locator('[data-chart="score"] [data-legend="val-core/arith/acc/mean@4"]')).to_be_visible()
+    pass_at_k = page.locator('[data-chart="pass-at-k"]')
+    expect(pass_at_k.locator("[data-legend]")).to_have_count(4)
+    assert pass_at_k.locator("[data-legend]").evaluate_all("els => els.map(e => e.dataset.legend)") == \
+        ["pass@2", "pass@4", "mean@4", "maj@4"]
+    assert int(pass_at_k.get_attribute("data-points")) >= 8  # 4 lines x 2 validations (x2 with raw under smoothing)
+    expect(pass_at_k.locator(".scatterlayer .trace").first).to_be_attached()  # Plotly drew it
+    pass_at_k.scroll_into_view_if_needed()
+    shot(page, "run-pass-at-k")
     expect(page.locator("#health")).to_have_attribute("data-health-status", "ok")
     expect(page.locator("#health .alarm")).to_have_count(0)
+    page.goto(f"{server.url}/runs/{broken['id']}")  # one answer per prompt: a score, no pass@k
+    expect(page.locator('[data-chart="score"] [data-legend="val-core/arith/reward/mean@1"]')).to_be_visible()
+    expect(page.locator('[data-chart="pass-at-k"]')).to_have_count(0)
     assert not page.errors
 
 

@@ -133,7 +133,7 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
 }) {
   const multiRun = runs.length > 1;
   const [hidden, toggle] = useHidden();
-  const names = shortNames(keys);
+  const names = def.names ? def.names(keys) : shortNames(keys);
   const flagKeys = def.flags?.keys.filter((k) => keys.includes(k)) ?? [];
   const declared = (def.panels ?? []).map((p) => ({ ...p, keys: p.keys.filter((k) => keys.includes(k)) }));
   const mainKeys = keys.filter((k) => !flagKeys.includes(k) && !declared.some((p) => p.keys.includes(k)));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CHARTS, chartKeys, chartQuery, COMPARE_CHARTS } from "./charts";
+import { CHARTS, chartKeys, chartQuery, COMPARE_CHARTS, passAtKKeys, passAtKNames } from "./charts";
 
 describe("chart query", () => {
   it("asks for the exact keys and sends the patterns for the server to expand", () => {
@@ -42,5 +42,49 @@ describe("chart query", () => {
     const compared = COMPARE_CHARTS.find((c) => c.id === "timing")!;
     expect(compared.breakdown).toBeUndefined();
     expect(compared.keys).toEqual(["timing_s/step"]);
+  });
+  it("the held-out score is the core variable's mean@N: acc when the reward returns it, else reward", () => {
+    const score = CHARTS.find((c) => c.id === "score")!;
+    const keys = ["val-core/gsm8k/acc/mean@8", "val-core/arith/reward/mean@1", "val-aux/gsm8k/reward/mean@8",
+      "val-core/gsm8k/acc/best@8/mean", "val-core/gsm8k/acc/std@8", "critic/score/mean"];
+    expect(chartKeys(score, keys)).toEqual(["critic/score/mean", "val-core/arith/reward/mean@1", "val-core/gsm8k/acc/mean@8"]);
+  });
+});
+
+describe("pass@k chart", () => {
+  const passAtK = CHARTS.find((c) => c.id === "pass-at-k")!;
+  // what validation_metrics.py logs for N = 8 with an `acc` and a `pred` column (std/worst left in to be ignored)
+  const n8 = ["val-core/gsm8k/acc/mean@8", "val-core/gsm8k/acc/best@8/mean", "val-core/gsm8k/acc/maj@8/mean",
+    "val-aux/gsm8k/acc/std@8", "val-aux/gsm8k/acc/best@8/std", "val-aux/gsm8k/acc/worst@8/mean",
+    "val-aux/gsm8k/acc/best@2/mean", "val-aux/gsm8k/acc/best@4/mean", "val-aux/gsm8k/acc/maj@4/mean",
+    "val-aux/gsm8k/reward/mean@8", "val-aux/gsm8k/reward/best@8/mean", "val-aux/gsm8k/reward/best@2/mean",
+    "critic/score/mean", "actor/entropy"];
+
+  it("draws best@k for every logged k in increasing k, then mean@N and maj@N, of the core variable only", () => {
+    expect(chartKeys(passAtK, n8)).toEqual(["val-aux/gsm8k/acc/best@2/mean", "val-aux/gsm8k/acc/best@4/mean",
+      "val-core/gsm8k/acc/best@8/mean", "val-core/gsm8k/acc/mean@8", "val-core/gsm8k/acc/maj@8/mean"]);
+  });
+  it("orders k as numbers (16 after 2) and needs no maj when answers cannot be voted", () => {
+    const n16 = [16, 2, 8, 4].map((k) => `val-${k === 16 ? "core" : "aux"}/arith/reward/best@${k}/mean`)
+      .concat(["val-core/arith/reward/mean@16"]);
+    expect(passAtKKeys(n16)).toEqual(["val-aux/arith/reward/best@2/mean", "val-aux/arith/reward/best@4/mean",
+      "val-aux/arith/reward/best@8/mean", "val-core/arith/reward/best@16/mean", "val-core/arith/reward/mean@16"]);
+  });
+  it("is absent for a run validated with one answer per prompt (no best@k), and on Compare", () => {
+    expect(chartKeys(passAtK, ["val-core/arith/reward/mean@1", "critic/score/mean"])).toEqual([]);
+    expect(passAtK.absent).toBeUndefined(); // no "absent" note: the chart is simply not drawn
+    expect(COMPARE_CHARTS.map((c) => c.id)).not.toContain("pass-at-k");
+  });
+  it("names the lines pass@k, mean@N, maj@N; with two data sources, after their source", () => {
+    const drawn = chartKeys(passAtK, n8);
+    expect([...passAtKNames(drawn).values()]).toEqual(["pass@2", "pass@4", "pass@8", "mean@8", "maj@8"]);
+    const two = chartKeys(passAtK, ["val-core/a/reward/best@2/mean", "val-core/a/reward/mean@2",
+      "val-core/b/acc/best@2/mean", "val-core/b/acc/mean@2"]);
+    expect(two).toEqual(["val-core/a/reward/best@2/mean", "val-core/a/reward/mean@2", "val-core/b/acc/best@2/mean", "val-core/b/acc/mean@2"]);
+    expect([...passAtKNames(two).values()]).toEqual(["a/reward · pass@2", "a/reward · mean@2", "b/acc · pass@2", "b/acc · mean@2"]);
+  });
+  it("a data source whose name has slashes keeps them", () => {
+    expect(passAtKKeys(["val-core/openai/gsm8k/acc/best@2/mean", "val-core/openai/gsm8k/acc/mean@2"]))
+      .toEqual(["val-core/openai/gsm8k/acc/best@2/mean", "val-core/openai/gsm8k/acc/mean@2"]);
   });
 });

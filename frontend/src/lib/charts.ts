@@ -32,10 +32,56 @@ export interface ChartDef {
   breakdown?: boolean;
   /** shown in place of the chart when the run has metrics but none of this chart's keys */
   absent?: string;
+  /** with a pattern: which of the matched keys to draw, in legend order (the pattern alone cannot say "the
+   *  variable whose best@N is val-core" or order k numerically) */
+  pick?: (matched: string[]) => string[];
+  /** legend names of the drawn keys (default: the key without its role prefix) */
+  names?: (keys: string[]) => Map<string, string>;
+}
+
+/** verl's validation statistics that pass@k draws from: val-core holds the core variable's best@N, mean@N and
+ *  maj@N (N = val_kwargs.n), val-aux its best@k for the smaller k (engine/trainer/validation_metrics.py). */
+const PASS_AT_K = /^val-(core|aux)\/.+\/[^/]+\/(best@\d+\/mean|mean@\d+|maj@\d+\/mean)$/;
+const VAL_STAT = /^val-(core|aux)\/(.+)\/([^/]+)\/(best|mean|maj)@(\d+)(\/mean)?$/;
+
+interface ValStat { key: string; core: boolean; group: string; stat: string; k: number }
+
+function parseValStat(key: string): ValStat | null {
+  const m = VAL_STAT.exec(key);
+  if (!m || (m[4] === "mean") === (m[6] !== undefined)) return null; // mean@N has no /mean; best/maj@k need it
+  return { key, core: m[1] === "core", group: `${m[2]}/${m[3]}`, stat: m[4], k: Number(m[5]) };
+}
+
+/** The pass@k lines: per data source, its core variable (the one with a val-core best@N, so only runs whose
+ *  validation drew N > 1 answers) — best@k/mean for every logged k in increasing k, then mean@N and maj@N.
+ *  Another variable's statistics (val-aux `reward` beside a core `acc`) are left out: one scale per chart. */
+export function passAtKKeys(keys: string[]): string[] {
+  const stats = keys.map(parseValStat).filter((s): s is ValStat => s !== null);
+  const groups = [...new Set(stats.filter((s) => s.core && s.stat === "best").map((s) => s.group))].sort();
+  return groups.flatMap((group) => {
+    const mine = stats.filter((s) => s.group === group);
+    const n = Math.max(...mine.filter((s) => s.core && s.stat === "best").map((s) => s.k));
+    const best = mine.filter((s) => s.stat === "best").sort((a, b) => a.k - b.k);
+    const rest = ["mean", "maj"].flatMap((stat) => mine.filter((s) => s.core && s.stat === stat && s.k === n));
+    return [...best, ...rest].map((s) => s.key);
+  });
+}
+
+/** pass@k, mean@N, maj@N; with several data sources, each name after its source and variable. */
+export function passAtKNames(keys: string[]): Map<string, string> {
+  const stats = keys.map(parseValStat).filter((s): s is ValStat => s !== null);
+  const several = new Set(stats.map((s) => s.group)).size > 1;
+  return new Map(stats.map((s) => {
+    const name = s.stat === "best" ? `pass@${s.k}` : `${s.stat}@${s.k}`;
+    return [s.key, several ? `${s.group} · ${name}` : name];
+  }));
 }
 
 export const CHARTS: ChartDef[] = [
-  { id: "score", title: "Score / reward", keys: /^(critic\/score\/mean|critic\/rewards\/mean|val-core\/.+\/reward\/mean@\d+)$/ },
+  // held-out: the core variable's mean@N, `acc` when the reward function returns it, else `reward`
+  { id: "score", title: "Score / reward", keys: /^(critic\/score\/mean|critic\/rewards\/mean|val-core\/.+\/(acc|reward)\/mean@\d+)$/ },
+  { id: "pass-at-k", title: "pass@k on held-out prompts (best of k of N answers; mean@N = pass@1, maj@N = majority vote)",
+    keys: PASS_AT_K, pick: passAtKKeys, names: passAtKNames },
   { id: "actor-loss", title: "Actor loss", keys: ["actor/pg_loss"] },
   { id: "critic-loss", title: "Critic loss", keys: ["critic/vf_loss"] },
   // KL to the reference only: actor/ppo_kl (old vs new policy inside one update) is 0 by construction for a
@@ -55,8 +101,9 @@ export const CHARTS: ChartDef[] = [
   { id: "throughput", title: "Throughput (tokens/s)", keys: ["perf/throughput"] },
 ];
 
-/** Compare overlays runs: a stacked breakdown per run would be unreadable, so it shows each run's step time. */
-export const COMPARE_CHARTS: ChartDef[] = CHARTS.map((c) =>
+/** Compare overlays runs: a stacked breakdown per run would be unreadable, so it shows each run's step time;
+ *  pass@k (a line per k per run) stays on the Run page. */
+export const COMPARE_CHARTS: ChartDef[] = CHARTS.filter((c) => c.id !== "pass-at-k").map((c) =>
   c.breakdown ? { id: c.id, title: "Step time (s)", keys: ["timing_s/step"] } : c);
 
 /** Every exact key of a chart: its main keys, its panels' and its flags'. */
@@ -71,7 +118,8 @@ export function chartKeys(def: ChartDef, available: Iterable<string>): string[] 
     return exactKeys(def).filter((k) => set.has(k));
   }
   const re = def.keys;
-  return all.filter((k) => re.test(k)).sort();
+  const matched = all.filter((k) => re.test(k)).sort();
+  return def.pick ? def.pick(matched) : matched;
 }
 
 /** Every key some chart wants, among those available. */

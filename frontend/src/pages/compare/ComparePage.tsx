@@ -21,7 +21,7 @@ const COMPARE_QUERY = chartQuery(COMPARE_CHARTS);
 /** Rows of the final/best table: key pattern, and which direction is "best". */
 const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
   { match: /^critic\/score\/mean$/, best: "max" },
-  { match: /^val-core\/.+\/reward\/mean@\d+$/, best: "max" },
+  { match: /^val-core\/.+\/(acc|reward)\/mean@\d+$/, best: "max" },
   { match: /^actor\/pg_loss$/, best: null },
   { match: /^critic\/vf_loss$/, best: "min" },
   { match: /^actor\/(reward_kl_penalty|kl_loss)$/, best: null },
