@@ -138,7 +138,8 @@ class RunPublic(RunBase):
     facts: dict[str, Any] = Field(default_factory=dict, description=(
         "what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, "
         "`workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that "
-        "train: fewer than `n_params` with LoRA, equal in full fine-tuning); empty until then"))
+        "train: fewer than `n_params` with LoRA, equal in full fine-tuning), and for a run with a critic "
+        "`critic_n_params` and `critic_n_trainable_params` (the same for the critic); empty until then"))
 
 
 class RunCreated(RunPublic):

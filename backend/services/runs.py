@@ -192,7 +192,7 @@ NOT_FACTS = {"heartbeat", "step", "error"}
 
 def record_facts(run: Run, fields: dict[str, Any]) -> bool:
     """Keep what the engine reported at its start (`log_status("started", ...)`: device, workers, n_params,
-    n_trainable_params, ...) as the run's facts, over any reported before (a restarted job reports again). Values
+    n_trainable_params, critic_n_params, critic_n_trainable_params, ...) as the run's facts, over any reported before (a restarted job reports again). Values
     too large to show (over FACTS_MAX_BYTES as JSON) and keys past FACTS_MAX_KEYS are left out. Returns whether
     they changed."""
     facts = dict(run.facts or {})

@@ -114,10 +114,14 @@ class TrainWorker:
         self.freshness = freshness.for_rollout(self.actor_module, self.rollout)
         torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
         micro = self._auto_micro_batches() if cfg.trainer.auto_micro_batch and self.device_type == "cuda" else None
+        actor = lora.parameter_counts(self.actor_module)
+        # the critic's counts beside the actor's (a LoRA critic trains its adapter and value head only)
+        critic = lora.parameter_counts(self.critic.module) if self.critic is not None else None
         return {"rank": self.rank, "device": str(self.device),
                 "device_name": torch.cuda.get_device_name(0) if self.device_type == "cuda" else "cpu",
-                "n_params": sum(p.numel() for p in self.actor_module.parameters()),
-                "n_trainable_params": lora.parameter_counts(self.actor_module)["trainable"], "micro_batching": micro}
+                "n_params": actor["total"], "n_trainable_params": actor["trainable"],
+                **({"critic_n_params": critic["total"], "critic_n_trainable_params": critic["trainable"]}
+                   if critic else {}), "micro_batching": micro}
 
     def _auto_micro_batches(self) -> str:
         """trainer.auto_micro_batch (engine/workers/auto_micro.py): token budgets from free GPU memory and

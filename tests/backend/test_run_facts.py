@@ -1,5 +1,6 @@
 """A run's facts (issue 27): the fields of the engine's `started` status report are kept on the run (RunPublic.facts,
-shown by the run page: device, the actor's trainable vs total parameters); other reports leave them alone."""
+shown by the run page: device, the actor's and a critic's trainable vs total parameters); other reports leave them
+alone."""
 from __future__ import annotations
 
 import pytest
@@ -17,15 +18,17 @@ def status(client, run, status, **fields):
 
 @pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_started_report_is_kept_as_the_runs_facts(client):
-    run = external_run(client, overrides=["actor_rollout_ref.model.lora_rank=8", "trainer.total_training_steps=3"])
+    run = external_run(client, overrides=["actor_rollout_ref.model.lora_rank=8", "critic.model.lora_rank=8",
+                                          "algorithm.adv_estimator=gae", "trainer.total_training_steps=3"])
     assert client.get(f"/api/v1/runs/{run['id']}").json()["facts"] == {}
-    # engine/main_ppo.py's `started` fields (the run is already running: launch=false)
-    status(client, run, "started", workers=1, device="cpu", roles="actor+rollout+reference", total_steps=3,
-           launcher="in-process", device_name="cpu", n_params=1000, n_trainable_params=40, placement=None)
+    # engine/main_ppo.py's `started` fields (the run is already running: launch=false); a LoRA critic's counts too
+    status(client, run, "started", workers=1, device="cpu", roles="actor+rollout+reference+critic", total_steps=3,
+           launcher="in-process", device_name="cpu", n_params=1000, n_trainable_params=40, critic_n_params=1001,
+           critic_n_trainable_params=41, placement=None)
     facts = client.get(f"/api/v1/runs/{run['id']}").json()["facts"]
-    assert facts == {"workers": 1, "device": "cpu", "roles": "actor+rollout+reference", "total_steps": 3,
+    assert facts == {"workers": 1, "device": "cpu", "roles": "actor+rollout+reference+critic", "total_steps": 3,
                      "launcher": "in-process", "device_name": "cpu", "n_params": 1000, "n_trainable_params": 40,
-                     "placement": None}
+                     "critic_n_params": 1001, "critic_n_trainable_params": 41, "placement": None}
     # the facts travel with the run's status event (a run page open takes them live)
     with Session(client.app.state.engine) as session:
         feed = [e.data for e in session.exec(select(Event).where(Event.channel == f"run:{run['id']}",
@@ -38,7 +41,7 @@ def test_started_report_is_kept_as_the_runs_facts(client):
     assert after["facts"] == facts and after["status"] == "succeeded"
     # the runs list carries them too
     listed = next(r for r in client.get("/api/v1/runs").json()["data"] if r["id"] == run["id"])
-    assert listed["facts"]["n_trainable_params"] == 40
+    assert listed["facts"]["n_trainable_params"] == 40 and listed["facts"]["critic_n_trainable_params"] == 41
 
 
 def test_facts_leave_out_what_is_not_a_fact(client):

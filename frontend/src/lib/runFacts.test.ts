@@ -28,6 +28,13 @@ describe("runFacts", () => {
     expect(parameterFact({ n_params: "many" })).toBeNull();
   });
 
+  it("the critic's counts under its own keys", () => {
+    const facts = { n_params: 498_431_872, n_trainable_params: 4_399_104, critic_n_params: 494_033_665, critic_n_trainable_params: 4_400_001 };
+    expect(parameterFact(facts, "critic")).toEqual({ text: "4.4M trainable / 494M parameters (0.89%)", title: "4,400,001 trainable of 494,033,665", partial: true });
+    expect(parameterFact(facts)?.text).toBe("4.4M trainable / 498M parameters (0.88%)");
+    expect(parameterFact({ n_params: 10, n_trainable_params: 10 }, "critic")).toBeNull();  // no critic
+  });
+
   it("device", () => {
     expect(deviceFact({ device: "cuda", device_name: "NVIDIA H100 80GB HBM3", workers: 2 })).toBe("NVIDIA H100 80GB HBM3 × 2");
     expect(deviceFact({ device: "cpu", device_name: "cpu", workers: 1 })).toBe("cpu");

@@ -22,10 +22,12 @@ export interface ParameterFact {
   partial: boolean;
 }
 
-/** The actor's trainable vs total parameters (`n_trainable_params`, `n_params`); null when the run reported neither. */
-export function parameterFact(facts: Record<string, unknown> | null | undefined): ParameterFact | null {
-  const total = count(facts?.n_params);
-  const trainable = count(facts?.n_trainable_params);
+/** A role's trainable vs total parameters: the actor's (`n_trainable_params`, `n_params`) or, with role "critic", the
+ * critic's (`critic_n_trainable_params`, `critic_n_params`); null when the run reported neither. */
+export function parameterFact(facts: Record<string, unknown> | null | undefined, role: "actor" | "critic" = "actor"): ParameterFact | null {
+  const prefix = role === "critic" ? "critic_" : "";
+  const total = count(facts?.[`${prefix}n_params`]);
+  const trainable = count(facts?.[`${prefix}n_trainable_params`]);
   if (total === null) return trainable === null ? null : { text: `${fmtCount(trainable)} trainable parameters`, title: `${trainable.toLocaleString("en-US")} trainable`, partial: false };
   const exact = `${(trainable ?? total).toLocaleString("en-US")} trainable of ${total.toLocaleString("en-US")}`;
   if (trainable === null) return { text: `${fmtCount(total)} parameters`, title: `${total.toLocaleString("en-US")} parameters`, partial: false };

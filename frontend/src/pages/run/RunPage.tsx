@@ -80,6 +80,7 @@ function RunView({ run }: { run: RunPublic }) {
   const duration = secondsBetween(run.started_at, run.finished_at);
   const experiment = experiments.data?.data.find((e) => e.id === run.experiment_id);
   const parameters = parameterFact(run.facts);
+  const criticParameters = parameterFact(run.facts, "critic");
   const device = deviceFact(run.facts);
   return (
     <div className="stack">
@@ -107,7 +108,8 @@ function RunView({ run }: { run: RunPublic }) {
         {duration !== null && <span>duration {fmtDuration(duration)}</span>}
         {run.parent_id && <span>{run.parent_relation ?? "child"} of <Link to={`/runs/${run.parent_id}`}>run {run.parent_id}</Link></span>}
         {device && <span data-fact="device">on <strong>{device}</strong></span>}
-        {parameters && <span data-fact="parameters" title={parameters.title}><strong>{parameters.text}</strong></span>}
+        {parameters && <span data-fact="parameters" title={parameters.title}>{criticParameters && "actor "}<strong>{parameters.text}</strong></span>}
+        {criticParameters && <span data-fact="critic-parameters" title={criticParameters.title}>critic <strong>{criticParameters.text}</strong></span>}
         <Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} />
       </div>
 
