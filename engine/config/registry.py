@@ -191,9 +191,15 @@ READ_BY: dict[str, str] = {
     "ray_init.num_gpus": "engine/workers/launch.py",
     "ray_init.address": "engine/workers/launch.py",
     "ray_init.runtime_env": "engine/workers/launch.py",
-    # verl 0.9's trainer switches: the synchronous trainer is what runs; resolve.py refuses the async modes
-    "trainer.use_v1": "engine/config/resolve.py",
-    "trainer.v1.trainer_mode": "engine/config/resolve.py",
+    # verl 0.9's trainer switches and the async modes' keys (checked in trainer_mode.py)
+    "trainer.use_v1": "engine/config/trainer_mode.py",
+    "trainer.v1.trainer_mode": "engine/config/trainer_mode.py",
+    "trainer.v1.sampler.*": "engine/trainer/asynchronous/staleness.py",
+    "trainer.v1.separate_async.*": "engine/trainer/asynchronous/staleness.py",
+    "trainer.v1.colocate_async.*": "engine/trainer/asynchronous/staleness.py",
+    "actor_rollout_ref.rollout.nnodes": "engine/config/trainer_mode.py",
+    "actor_rollout_ref.rollout.n_gpus_per_node": "engine/config/trainer_mode.py",
+    "algorithm.rollout_correction.bypass_mode": "engine/config/trainer_mode.py",
     # the auto-stop rule: the server judges run health and cancels the run (issue 28)
     "trainer.health.*": "backend/services/health/autostop.py",
 }
@@ -268,7 +274,6 @@ REFUSED: dict[str, Refusal] = {
                                                          "async (agent-loop server) mode is not implemented"),
     "actor_rollout_ref.rollout.calculate_log_probs": Refusal((True,), "the vllm and static-cache rollouts always "
                                                                       "return their log-probs; no switch to skip them"),
-    "algorithm.rollout_correction.bypass_mode": Refusal((False,), "verl's bypass mode is not implemented"),
     "algorithm.rollout_correction.loss_type": Refusal(("ppo_clip",), "only the clipped PPO loss is implemented"),
     "algorithm.use_pf_ppo": Refusal((False,), "PF-PPO (reward-weighted resampling) is not implemented"),
     "trainer.default_hdfs_dir": Refusal((None,), "HDFS upload is not supported: put trainer.default_local_dir on a "

@@ -7,6 +7,7 @@ import difflib
 from engine.config.errors import ConfigError
 from engine.config.registry import refuse_unsupported
 from engine.config.schema import PPOConfig, all_keys
+from engine.config.trainer_mode import check_trainer_mode
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
 
 
@@ -79,18 +80,6 @@ def _check_dapo(cfg: PPOConfig) -> None:
                               "reward_model.reward_kwargs.overlong_buffer_cfg.len")
 
 
-def _check_trainer_mode(cfg: PPOConfig) -> None:
-    """verl 0.9's trainer switches: its legacy trainer (use_v1=False) and its v1 trainer in sync mode are both the
-    synchronous loop rlstudio runs; the asynchronous v1 modes are not built."""
-    tr = cfg.trainer
-    if tr.use_v1 and tr.v1.trainer_mode != "sync":
-        raise ConfigError(
-            f"trainer.v1.trainer_mode={tr.v1.trainer_mode} is not supported: rlstudio runs verl's synchronous trainer "
-            "(each step generates, then updates, on the same workers); the asynchronous modes colocate_async and "
-            "separate_async are not built yet. Set trainer.v1.trainer_mode=sync (or remove the key).",
-            "trainer.v1.trainer_mode")
-
-
 def _runtime_env(cfg: PPOConfig) -> None:
     """ray_init.runtime_env without the entries that ask for nothing (null, as verl's scripts pass
     py_executable=null), environment values as the strings Ray wants, and checked by Ray's own RuntimeEnv."""
@@ -154,7 +143,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
 
     _check_rollout_correction(cfg)
     _check_dapo(cfg)
-    _check_trainer_mode(cfg)
+    check_trainer_mode(cfg, world)  # verl 0.9's trainer.use_v1 / trainer.v1.* (engine/config/trainer_mode.py)
     _runtime_env(cfg)
 
     if critic.enable is None:

@@ -253,6 +253,10 @@ class RolloutConfig(Section):
     disable_log_stats: bool = True
     enable_chunked_prefill: bool = True
     calculate_log_probs: bool = Field(True, description="Rollouts return their log-probs (rollout_log_probs).")
+    nnodes: int = Field(0, ge=0, description="separate_async: nodes of standalone rollout workers (verl's split; 0 = "
+                                             "the rollout runs beside the trainer's workers).")
+    n_gpus_per_node: Optional[int] = Field(None, ge=1, description="separate_async: devices per standalone rollout node; "
+                                                                   "default trainer.n_gpus_per_node (as in verl).")
     engine_kwargs: EngineKwargs = Field(default_factory=EngineKwargs)
     val_kwargs: ValKwargs = Field(default_factory=ValKwargs)
     min_new_tokens: int = Field(0, ge=0, description="Force at least this many response tokens (benchmarks).")
@@ -403,8 +407,9 @@ class RolloutCorrectionConfig(Section):
         # `rollout_rs=token_k1,seq_mean_k3` on a command line parses as a list (Hydra); verl's form is the string
         return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
-    bypass_mode: Literal[False] = Field(False, description="verl's bypass mode (rollout log-probs as the old "
-                                                           "log-probs) is not supported.")
+    bypass_mode: bool = Field(False, description="verl's bypass mode: the rollout's log-probs are the old (proximal) "
+                                                 "log-probs, so the old-log-prob pass is skipped (two policies); "
+                                                 "False: decoupled, the pass runs and rollout_is/rs correct from it.")
     loss_type: Literal["ppo_clip"] = "ppo_clip"
 
 
@@ -439,11 +444,37 @@ class AlgorithmConfig(Section):
 
 
 # ------------------------------------------------------------------------------------------- trainer
+class V1SamplerConfig(Section):
+    """verl's trainer.v1.sampler: how stale a prompt group may be when it is trained (engine/trainer/async_/)."""
+    max_off_policy_threshold: int = Field(
+        8, description="Model versions a group may span from its first generated token to its update (verl's "
+                       "prompt age: trained step - version that started it); 1 is on-policy (the sync trainer's).")
+    max_off_policy_strategy: Literal["drop", "wait"] = Field(
+        "drop", description="drop: a group over the threshold is evicted and one new prompt refills it; wait: the "
+                            "rollout never runs so far ahead that a group could pass the threshold.")
+
+
+class V1ColocateAsyncConfig(Section):
+    num_warmup_batches: int = Field(1, ge=0, description="Batches the rollout generates before (ahead of) the first "
+                                                         "update; bounded by the sampler's threshold.")
+
+
+class V1SeparateAsyncConfig(Section):
+    num_warmup_batches: int = Field(1, ge=0, description="Batches the rollout generates before (ahead of) the first "
+                                                         "update; bounded by the sampler's threshold.")
+    parameter_sync_step: int = Field(
+        4, ge=1, description="Mini-batches between two weight syncs to the rollout; verl requires "
+                             "data.train_batch_size = parameter_sync_step × actor.ppo_mini_batch_size (one sync a step).")
+
+
 class TrainerV1Config(Section):
     trainer_mode: Literal["sync", "colocate_async", "separate_async"] = Field(
-        "sync", description="verl 0.9's v1 trainer mode. sync: generate, then update, step after step (what "
-                            "rlstudio runs); the asynchronous modes (colocate_async, separate_async) are not built "
-                            "yet and are refused.")
+        "sync", description="verl 0.9's v1 trainer mode. sync: generate, then update, step after step; "
+                            "colocate_async / separate_async: the rollout generates the next batches on its own copy "
+                            "of the policy while the current batch trains (engine/trainer/async_/README.md).")
+    colocate_async: V1ColocateAsyncConfig = Field(default_factory=V1ColocateAsyncConfig)
+    separate_async: V1SeparateAsyncConfig = Field(default_factory=V1SeparateAsyncConfig)
+    sampler: V1SamplerConfig = Field(default_factory=V1SamplerConfig)
 
 
 # The alarms the server judges every run by (backend/services/health/; `skipped` and `nonfinite` cover their per-role
@@ -451,7 +482,7 @@ class TrainerV1Config(Section):
 HealthAlarmKind = Literal["skipped", "nonfinite", "kl-high", "kl-low", "values-flat", "clip-ratio", "score-collapse",
                           "degenerate", "entropy-collapse", "length-hacking", "length-rising",
                           "train-heldout-divergence", "garbage", "no-signal", "step1-kl", "step1-clip",
-                          "rollout-mismatch", "stalled", "tool-collapse", "stale-rollout"]
+                          "rollout-mismatch", "stalled", "tool-collapse", "stale-rollout", "actor-not-moving"]
 
 
 class TrainerHealthConfig(Section):

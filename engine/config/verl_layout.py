@@ -72,11 +72,25 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("actor_rollout_ref.rollout.engine_kwargs.sglang*", "the sglang rollout is not supported (hf or vllm)"),
     ("actor_rollout_ref.rollout.engine_kwargs.trtllm*", "the TensorRT-LLM rollout is not supported (hf or vllm)"),
     ("distillation.*", "on-policy distillation is not implemented"),
-    ("transfer_queue.*", "verl's transfer queue is not used: batches go to the workers through Ray"),
+    ("transfer_queue.*", "verl's TransferQueue is not used: the async modes hand each generated batch from the "
+                         "rollout thread to the trainer through an in-process queue on the driver "
+                         "(engine/trainer/asynchronous/driver.py), and batches reach the workers through the worker "
+                         "group's calls (Ray or in-process)"),
     ("skip.*", "rollout dumping/skipping is not implemented"),
-    ("trainer.v1*", "the options of verl's asynchronous v1 trainer modes (colocate_async, separate_async, the "
-                    "off-policy sampler) are not implemented: rlstudio runs the synchronous trainer "
-                    "(trainer.v1.trainer_mode=sync, which has no options)"),
+    ("trainer.v1.sync*", "verl's sync mode has no options"),
+    ("trainer.v1.separate_async.hybrid_rollout.*", "step switching (lending the trainer's devices to the rollout "
+                                                   "between steps) is not built: rlstudio's rollout generates on its "
+                                                   "own copy of the policy beside the trainer"),
+    ("trainer.v1.sampler.sync_refill_failed_groups", "a failed rollout fails the step in rlstudio (no group is "
+                                                     "marked failed and refilled)"),
+    ("trainer.v1.sampler.custom_sampler*", "custom samplers are not supported: the sampler is "
+                                           "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy"),
+    ("trainer.v1.sampler.sampler_kwargs*", "custom samplers are not supported: the sampler is "
+                                           "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy"),
+    ("trainer.v1*", "this option of verl's v1 trainer is not implemented (rlstudio reads trainer.v1.trainer_mode, "
+                    "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy, "
+                    "trainer.v1.{colocate_async,separate_async}.num_warmup_batches and "
+                    "trainer.v1.separate_async.parameter_sync_step)"),
     ("trainer.esi_redundant_time", "elastic-instance checkpointing is not supported"),
     ("*sandbox_fusion*", "code-execution (sandbox) rewards are not supported"),
     ("reward.reward_model.*", _SERVED_RM), ("reward_model.rollout.*", _SERVED_RM),

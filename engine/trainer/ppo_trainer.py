@@ -28,7 +28,7 @@ from engine.trainer.learning_signal import METRIC as ZERO_STD_GROUP_RATIO
 from engine.trainer.learning_signal import zero_std_groups
 from engine.trainer.metrics import step_metrics
 from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
-from engine.trainer.rollout_mismatch import apply_rollout_correction, correction_enabled
+from engine.trainer.rollout_mismatch import apply_rollout_correction, bypass_old_log_probs, correction_enabled
 from engine.rollout.metrics import agent_metrics
 from engine.trainer.samples import build_samples
 from engine.trainer.validation_metrics import validation_metrics
@@ -70,7 +70,8 @@ class PPOTrainer:
         self.on_policy_update = (actor.recompute_old_log_prob is not True and actor.ppo_epochs == 1
                                  and actor.ppo_mini_batch_size == cfg.data.train_batch_size
                                  and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0
-                                 and not correction_enabled(alg.rollout_correction))  # it needs them first
+                                 and not correction_enabled(alg.rollout_correction)  # it needs them first
+                                 and not alg.rollout_correction.bypass_mode)  # old = the rollout's, as asked
         self.global_step = 0
         self.after_step = after_step_hook()  # RLSTUDIO_AFTER_STEP, or None
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
@@ -86,7 +87,9 @@ class PPOTrainer:
             if cfg.trainer.balance_batch and self.world > 1:  # equal token loads per worker
                 order = balanced_order(batch["attention_mask"].sum(-1).tolist(), self.world)
                 batch, reward = batch.index(order), reward.select(order)
-            if not self.on_policy_update:
+            if alg.rollout_correction.bypass_mode:  # verl's bypass: the rollout's log-probs are the old ones
+                batch.tensors["old_log_probs"] = bypass_old_log_probs(batch)
+            elif not self.on_policy_update:
                 with log.phase("old_log_prob"):
                     batch = self.actor.compute_log_prob(batch, log)
                 if correction_enabled(alg.rollout_correction):  # needs the old and the rollout's log-probs

@@ -63,3 +63,12 @@ def apply_rollout_correction(batch: Batch, rc) -> dict[str, float]:
     if weights is not None:
         batch.tensors["rollout_is_weights"] = weights.to(batch["old_log_probs"].dtype)
     return metrics
+
+
+def bypass_old_log_probs(batch: Batch) -> torch.Tensor:
+    """algorithm.rollout_correction.bypass_mode: the rollout's (behaviour) log-probs stand in for the old ones, so
+    the PPO ratio is pi_theta / pi_rollout and the old-log-prob pass is skipped (verl's two-policy mode)."""
+    if "rollout_log_probs" not in batch.tensors:
+        raise ValueError("algorithm.rollout_correction.bypass_mode=True but the rollout returned no log-probs: use "
+                         "actor_rollout_ref.rollout.name=vllm or +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
+    return batch["rollout_log_probs"].clone()

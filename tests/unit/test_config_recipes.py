@@ -50,7 +50,8 @@ def test_dapo_in_verl_0_9_spelling():
     (["algorithm.rollout_correction.rollout_rs=token_k2"], "rollout_rs_threshold"),
     (["algorithm.rollout_correction.rollout_is=token", "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=generate"],
      "decode=static"),
-    (["algorithm.rollout_correction.bypass_mode=True"], "bypass_mode"),
+    (["algorithm.rollout_correction.bypass_mode=True", "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=generate"],
+     "bypass_mode"),
     (["actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov"], "loss_mode"),
 ])
 def test_recipe_keys_refused_with_the_key_named(overrides, match):

@@ -1,0 +1,132 @@
+"""verl 0.9's trainer switches (trainer.use_v1, trainer.v1.*) and the keys that go with the asynchronous modes,
+checked before any worker starts: every combination either runs as it says or is refused naming the key.
+
+The async modes (engine/trainer/ASYNC.md) generate on a copy of the policy while the current batch trains, so
+each token's behaviour log-prob must come from the rollout itself; what they do not cover yet is refused here by
+name rather than run synchronously.
+"""
+from __future__ import annotations
+
+from engine.config.errors import ConfigError
+
+ASYNC_MODES = ("colocate_async", "separate_async")
+# The async driver is built (engine/trainer/asynchronous/); flipped off in a branch that must refuse them all.
+ASYNC_BUILT = False
+
+
+def is_async(cfg) -> bool:
+    """The run uses one of verl's asynchronous v1 modes (verl's legacy trainer, use_v1=False, never does)."""
+    return bool(cfg.trainer.use_v1) and cfg.trainer.v1.trainer_mode in ASYNC_MODES
+
+
+def check_trainer_mode(cfg, world: int) -> None:
+    tr, v1 = cfg.trainer, cfg.trainer.v1
+    sampler = v1.sampler
+    if sampler.max_off_policy_threshold < 1:
+        raise ConfigError(
+            f"trainer.v1.sampler.max_off_policy_threshold={sampler.max_off_policy_threshold} must be at least 1 (verl "
+            "counts a group's age as trained step - version that started it, so a group trained right after the "
+            "weights that generated it has age 1).", "trainer.v1.sampler.max_off_policy_threshold",
+            "Use 1 for on-policy training (the sync trainer's), verl's default 8 to let the rollout run ahead.")
+    _check_resource_split(cfg, world)
+    _check_bypass(cfg)
+    if not is_async(cfg):
+        return
+    _check_separate_async(cfg)
+    _check_async_scope(cfg, world)
+    rc = cfg.algorithm.rollout_correction
+    if not rc.bypass_mode and rc.rollout_is is None and rc.rollout_rs is None and not (
+            {"rollout_is", "rollout_rs"} & rc.model_fields_set):
+        # off-policy tokens need correcting: verl's decoupled token-level TIS (threshold 2.0) unless the user chose
+        rc.rollout_is = "token"
+    if not ASYNC_BUILT:
+        raise ConfigError(
+            f"trainer.v1.trainer_mode={v1.trainer_mode} is not supported yet: its driver is being built (issue 29).",
+            "trainer.v1.trainer_mode", "Set trainer.v1.trainer_mode=sync (or remove the key).")
+
+
+def _check_separate_async(cfg) -> None:
+    """verl's invariant: one separate_async step is parameter_sync_step PPO mini-batches, one weight sync each."""
+    if cfg.trainer.v1.trainer_mode != "separate_async":
+        return
+    step = cfg.trainer.v1.separate_async.parameter_sync_step
+    bsz, mini = cfg.data.train_batch_size, cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    if bsz != step * mini:
+        fix = (f"Set trainer.v1.separate_async.parameter_sync_step={bsz // mini}." if bsz % mini == 0 else
+               "Make data.train_batch_size a multiple of actor_rollout_ref.actor.ppo_mini_batch_size.")
+        raise ConfigError(
+            f"trainer.v1.separate_async.parameter_sync_step={step}: verl requires data.train_batch_size = "
+            f"parameter_sync_step × actor_rollout_ref.actor.ppo_mini_batch_size, and {bsz} != {step} × {mini}.",
+            "trainer.v1.separate_async.parameter_sync_step", fix)
+
+
+def _check_resource_split(cfg, world: int) -> None:
+    """actor_rollout_ref.rollout.nnodes/n_gpus_per_node: verl's standalone rollout pool of separate_async."""
+    rollout = cfg.actor_rollout_ref.rollout
+    key = "actor_rollout_ref.rollout.nnodes"
+    if rollout.nnodes and not (is_async(cfg) and cfg.trainer.v1.trainer_mode == "separate_async"):
+        raise ConfigError(f"{key}={rollout.nnodes}: standalone rollout nodes exist only in "
+                          "trainer.v1.trainer_mode=separate_async (with trainer.use_v1=True).", key,
+                          "Set actor_rollout_ref.rollout.nnodes=0 or choose separate_async.")
+    if rollout.nnodes:
+        raise ConfigError(
+            f"{key}={rollout.nnodes}: standalone rollout workers (their own processes or devices) are not built yet; "
+            "rlstudio's separate_async generates on a copy of the policy inside each trainer worker.", key,
+            "Set actor_rollout_ref.rollout.nnodes=0 (the default).")
+    per_node = rollout.n_gpus_per_node
+    if per_node is not None and per_node != cfg.trainer.n_gpus_per_node:
+        raise ConfigError(f"actor_rollout_ref.rollout.n_gpus_per_node={per_node} sizes a standalone rollout pool, "
+                          "which needs actor_rollout_ref.rollout.nnodes > 0.", "actor_rollout_ref.rollout.n_gpus_per_node",
+                          "Remove the key (the rollout runs on the trainer's devices).")
+
+
+def _check_bypass(cfg) -> None:
+    rc = cfg.algorithm.rollout_correction
+    if not rc.bypass_mode:
+        return
+    key = "algorithm.rollout_correction.bypass_mode"
+    if rc.rollout_is is not None or rc.rollout_rs is not None:
+        raise ConfigError(f"{key}=True takes the rollout's log-probs as the old log-probs, so rollout_is/rollout_rs "
+                          "(ratios of the old to the rollout's log-probs) would all be 1.", key,
+                          "Set algorithm.rollout_correction.rollout_is=null and rollout_rs=null, or bypass_mode=False.")
+    if _hf_generate(cfg):
+        raise ConfigError(f"{key}=True needs the rollout's log-probs, which transformers' generate does not return.",
+                          key, "Use actor_rollout_ref.rollout.name=vllm or "
+                               "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static.")
+
+
+def _hf_generate(cfg) -> bool:
+    rollout = cfg.actor_rollout_ref.rollout
+    decode = (getattr(rollout.engine_kwargs, "hf", None) or {}).get("decode")
+    return rollout.name in ("hf", "naive") and str(decode) == "generate"  # unset: static on GPU, generate on CPU
+
+
+def _check_async_scope(cfg, world: int) -> None:
+    """What the first async driver covers: one worker, the hf rollout with its log-probs, single-turn, full weights."""
+    mode = cfg.trainer.v1.trainer_mode
+    key = "trainer.v1.trainer_mode"
+    rollout = cfg.actor_rollout_ref.rollout
+    hf = getattr(rollout.engine_kwargs, "hf", None)
+    if rollout.name in ("hf", "naive") and (hf or {}).get("decode") is None:
+        # the behaviour log-probs come from the static decoder (transformers' generate returns none)
+        rollout.engine_kwargs.hf = {**(hf or {}), "decode": "static"}
+    refusals = [
+        (world > 1, f"runs one worker so far; trainer.nnodes × trainer.n_gpus_per_node = {world}",
+         "Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), or trainer.v1.trainer_mode=sync."),
+        (rollout.name == "vllm", "generates with the hf rollout's static decoder so far (vLLM's async engine is not "
+                                 "wired in)", "Set actor_rollout_ref.rollout.name=hf, or trainer.v1.trainer_mode=sync."),
+        (_hf_generate(cfg), "needs each token's behaviour log-prob, which transformers' generate does not return",
+         "Set +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static (the async default)."),
+        (cfg.algorithm.filter_groups.enable, "does not evict and refill DAPO-filtered groups yet",
+         "Set algorithm.filter_groups.enable=False, or trainer.v1.trainer_mode=sync."),
+        (cfg.algorithm.adv_estimator == "remax", "does not generate ReMax's greedy baseline on the rollout copy yet",
+         "Use algorithm.adv_estimator=grpo or gae, or trainer.v1.trainer_mode=sync."),
+        (bool(rollout.multi_turn.enable), "does not run the multi-turn agent loop yet",
+         "Set actor_rollout_ref.rollout.multi_turn.enable=False, or trainer.v1.trainer_mode=sync."),
+        (bool(cfg.actor_rollout_ref.model.lora_rank), "copies full weights to its rollout; LoRA adapters are not "
+                                                      "synced yet", "Set actor_rollout_ref.model.lora_rank=0, or "
+                                                                    "trainer.v1.trainer_mode=sync."),
+    ]
+    for refused, why, fix in refusals:
+        if refused:
+            raise ConfigError(f"trainer.v1.trainer_mode={mode} {why}.", key, fix)

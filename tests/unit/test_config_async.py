@@ -1,0 +1,128 @@
+"""verl 0.9's asynchronous trainer keys (issue 29): each one resolves to what it says or is refused naming the key
+and the fix (engine/config/trainer_mode.py)."""
+from __future__ import annotations
+
+import pytest
+
+from engine.config import ConfigError, build_config
+from engine.config.trainer_mode import check_trainer_mode
+
+# separate_async's invariant holds: 8 = 4 × 2
+ASYNC = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=2", "data.train_batch_size=8",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.v1.separate_async.parameter_sync_step=4"]
+
+
+def test_verl_defaults_of_the_v1_keys():
+    v1 = build_config([]).trainer.v1
+    assert (v1.trainer_mode, v1.sampler.max_off_policy_threshold, v1.sampler.max_off_policy_strategy) == ("sync", 8, "drop")
+    assert (v1.separate_async.parameter_sync_step, v1.separate_async.num_warmup_batches,
+            v1.colocate_async.num_warmup_batches) == (4, 1, 1)
+
+
+def test_the_separate_async_invariant_is_refused_by_name_with_the_value_that_fits():
+    with pytest.raises(ConfigError) as err:
+        build_config(ASYNC[:-1] + ["trainer.v1.trainer_mode=separate_async",
+                                   "trainer.v1.separate_async.parameter_sync_step=3"])
+    assert err.value.key == "trainer.v1.separate_async.parameter_sync_step"
+    assert "8 != 3 × 2" in str(err.value) and "parameter_sync_step=4" in err.value.fix
+
+
+def test_the_invariant_binds_separate_async_only():
+    # colocate_async splits the whole batch into mini-batches on the worker, as sync does: no invariant
+    with pytest.raises(ConfigError) as err:
+        build_config(ASYNC[:-1] + ["trainer.v1.trainer_mode=colocate_async",
+                                   "trainer.v1.separate_async.parameter_sync_step=3"])
+    assert err.value.key != "trainer.v1.separate_async.parameter_sync_step"
+
+
+@pytest.mark.parametrize("threshold", [0, -1])
+def test_a_threshold_below_one_is_refused_naming_the_strict_value(threshold):
+    with pytest.raises(ConfigError) as err:
+        build_config([f"trainer.v1.sampler.max_off_policy_threshold={threshold}"])
+    assert err.value.key == "trainer.v1.sampler.max_off_policy_threshold" and "Use 1" in err.value.fix
+
+
+def test_an_unknown_strategy_names_the_choices():
+    with pytest.raises(ConfigError, match="max_off_policy_strategy") as err:
+        build_config(["trainer.v1.sampler.max_off_policy_strategy=skip"])
+    assert "drop" in str(err.value) and "wait" in str(err.value)
+
+
+@pytest.mark.parametrize("args, key, words", [
+    (["actor_rollout_ref.rollout.nnodes=1"], "actor_rollout_ref.rollout.nnodes", "only in trainer.v1.trainer_mode"),
+    (["actor_rollout_ref.rollout.nnodes=1", "trainer.v1.trainer_mode=separate_async"],
+     "actor_rollout_ref.rollout.nnodes", "not built yet"),
+    (["actor_rollout_ref.rollout.n_gpus_per_node=4"], "actor_rollout_ref.rollout.n_gpus_per_node", "nnodes > 0"),
+])
+def test_the_rollout_resource_split(args, key, words):
+    with pytest.raises(ConfigError) as err:
+        build_config(ASYNC + args)
+    assert err.value.key == key and words in str(err.value)
+
+
+def test_the_resource_split_at_its_defaults_resolves():
+    cfg = build_config(["actor_rollout_ref.rollout.n_gpus_per_node=1"])  # = trainer.n_gpus_per_node
+    assert cfg.actor_rollout_ref.rollout.nnodes == 0
+
+
+@pytest.mark.parametrize("key", ["transfer_queue.enable", "transfer_queue.backend.storage_backend"])
+def test_transfer_queue_keys_name_what_rlstudio_does_instead(key):
+    with pytest.raises(ConfigError) as err:
+        build_config([f"{key}=True"])
+    assert err.value.key == key and "in-process queue" in str(err.value)
+
+
+@pytest.mark.parametrize("key, words", [
+    ("trainer.v1.separate_async.hybrid_rollout.enable_switch=True", "step switching"),
+    ("trainer.v1.sampler.sync_refill_failed_groups=True", "fails the step"),
+    ("trainer.v1.sampler.custom_sampler.path=x.py", "custom samplers"),
+    ("trainer.v1.sync.foo=1", "no options"),
+])
+def test_v1_keys_without_a_meaning_here_are_refused_by_name(key, words):
+    with pytest.raises(ConfigError) as err:
+        build_config([key])
+    assert err.value.key == key.split("=")[0] and words in str(err.value)
+
+
+def test_bypass_mode_resolves_and_refuses_what_it_makes_meaningless():
+    cfg = build_config(ASYNC + ["algorithm.rollout_correction.bypass_mode=True"])
+    assert cfg.algorithm.rollout_correction.bypass_mode is True
+    with pytest.raises(ConfigError) as err:
+        build_config(ASYNC + ["algorithm.rollout_correction.bypass_mode=True",
+                              "algorithm.rollout_correction.rollout_is=token"])
+    assert err.value.key == "algorithm.rollout_correction.bypass_mode" and "rollout_is=null" in err.value.fix
+
+
+@pytest.mark.parametrize("args, words", [
+    (["trainer.n_gpus_per_node=2"], "runs one worker"),
+    (["actor_rollout_ref.rollout.name=vllm"], "static decoder"),
+    (["+actor_rollout_ref.rollout.engine_kwargs.hf.decode=generate"], "behaviour log-prob"),
+    (["algorithm.filter_groups.enable=True"], "DAPO"),
+    (["actor_rollout_ref.model.lora_rank=8"], "LoRA"),
+])
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_what_the_async_driver_does_not_cover_yet_is_refused_naming_the_mode(mode, args, words):
+    with pytest.raises(ConfigError) as err:
+        build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}"] + args)
+    assert err.value.key == "trainer.v1.trainer_mode" and words in str(err.value) and err.value.fix
+
+
+def test_async_modes_turn_token_tis_on_and_static_decode_unless_chosen():
+    """check_trainer_mode on a resolved sync config switched to async (the refusal of unbuilt modes aside)."""
+    from engine.config import trainer_mode
+
+    cfg = build_config(ASYNC)
+    cfg.trainer.v1.trainer_mode = "colocate_async"
+    built, trainer_mode.ASYNC_BUILT = trainer_mode.ASYNC_BUILT, True
+    try:
+        check_trainer_mode(cfg, 1)
+        rc = cfg.algorithm.rollout_correction
+        assert rc.rollout_is == "token" and rc.rollout_is_threshold == 2.0  # verl's decoupled token TIS
+        assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf["decode"] == "static"
+        chosen = build_config(ASYNC + ["algorithm.rollout_correction.rollout_rs=token_k1",
+                                       "algorithm.rollout_correction.rollout_rs_threshold=2"])
+        chosen.trainer.v1.trainer_mode = "colocate_async"
+        check_trainer_mode(chosen, 1)
+        assert chosen.algorithm.rollout_correction.rollout_is is None  # the user's choice stands
+    finally:
+        trainer_mode.ASYNC_BUILT = built
