@@ -427,7 +427,7 @@ def test_alarm_kinds_match_the_config_schema():
     raised = {"skipped", "nonfinite", "kl-high", "kl-low", "values-flat", "clip-ratio", "score-collapse",
               "degenerate", "entropy-collapse", "length-hacking", "length-rising", "train-heldout-divergence",
               "garbage", "no-signal", "step1-kl", "step1-clip", "rollout-mismatch", "stalled", "tool-collapse",
-              "stale-rollout"}
+              "stale-rollout", "actor-not-moving"}
     assert set(typing.get_args(HealthAlarmKind)) == raised
     assert {c[0].split(":")[0] for c in METRIC_CASES} <= raised
     assert set(metric_checks.CHECKS)  # every check module is wired in

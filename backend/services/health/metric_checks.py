@@ -13,6 +13,8 @@ from backend.services.health.rollout_checks import KEYS as ROLLOUT_KEYS
 from backend.services.health.rollout_checks import stale_rollout
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
+from backend.services.health.update_checks import KEYS as UPDATE_KEYS
+from backend.services.health.update_checks import actor_not_moving
 
 Points = dict[str, list[tuple[int, float]]]
 
@@ -33,7 +35,7 @@ VAL_SCORE = re.compile(r"^val-core/.+/reward/mean@\d+$")
 NO_SIGNAL_KEY = re.compile(r"^(?!val).*(zero[_-]?var|zero[_-]?std|all[_-]?equal|no[_-]?signal)")
 
 FIXED_KEYS = frozenset({*KL_KEYS, *SKIP_KEYS, SCORE, ENTROPY, LENGTH, CLIP, VALUES_STD, CLIPFRAC, *MISMATCH_KEYS,
-                        TOOL_CALLS, TURNS, *ROLLOUT_KEYS})
+                        TOOL_CALLS, TURNS, *ROLLOUT_KEYS, *UPDATE_KEYS})
 
 
 def watched(key: str) -> bool:
@@ -418,5 +420,5 @@ CHECKS: dict[str, Callable[[dict, Points, dict], list[Judged]]] = {
     "skipped": skipped, "nonfinite": nonfinite, "kl": kl, "values-flat": values_flat, "clip-ratio": clip_ratio,
     "score-collapse": score_collapse, "entropy-collapse": entropy_collapse, "held-out": held_out,
     "step-one": step_one, "rollout-mismatch": rollout_mismatch, "no-signal-metric": no_signal_metric,
-    "tool-collapse": tool_collapse, "stale-rollout": stale_rollout,
+    "tool-collapse": tool_collapse, "stale-rollout": stale_rollout, "actor-not-moving": actor_not_moving,
 }

@@ -80,6 +80,11 @@ THRESHOLDS: dict[str, float] = {
     # steps (1: the first), clears at the first good one
     "stale_rollout_gap_max": 1e-3,
     "stale_rollout_steps": 1,
+    # actor not moving (update_checks.py): a step is bad when rollout/actor_weight_change (the actor's move since the
+    # previous sync, relative; frozen weights give exactly 0) is at most actor_still_change_max while actor/lr > 0;
+    # fires after actor_still_steps bad steps in a row (a LoRA run that trains nothing), clears at the first move
+    "actor_still_change_max": 1e-12,
+    "actor_still_steps": 3,
     # tool-use collapse (multi-turn): the mean of tool_call_counts/mean over the last tool_window steps falls
     # to tool_collapse_ratio x its best window mean, which was at least tool_min_peak calls per trajectory
     "tool_window": 5,
