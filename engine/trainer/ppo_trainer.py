@@ -21,6 +21,7 @@ from engine.protocol import Batch
 from engine.reward.manager import RewardResult
 from engine.trainer import checkpointing
 from engine.trainer.advantages import compute_advantages
+from engine.trainer.asynchronous import versions
 from engine.trainer.balance import balanced_order
 from engine.trainer.heartbeat import Heartbeat
 from engine.trainer.hooks import after_step_hook
@@ -118,7 +119,7 @@ class PPOTrainer:
         prompts = prompts.repeat_interleave(self.cfg.actor_rollout_ref.rollout.n)
         prompts.info["global_step"] = self.global_step
         with log.phase("gen"):
-            batch = self.rollout.generate(prompts, log)
+            batch = self.generate(prompts, log)
         if self.cfg.algorithm.adv_estimator == "remax":
             with log.phase("gen_max"):  # the baseline: the reward of the greedy (validation-mode) answer
                 baseline = self.rollout.generate(prompts, validate=True)
@@ -132,6 +133,13 @@ class PPOTrainer:
         log.counts["zero_std_groups"] += zero
         log.counts["groups"] += groups
         return batch, reward
+
+    def generate(self, prompts: Batch, log: StepLog) -> Batch:
+        """The rollout's answers, each token stamped with the policy version that produced it: the actor's
+        updates so far (the async trainer, engine/trainer/asynchronous/, generates on a copy of its own)."""
+        batch = self.rollout.generate(prompts, log)
+        batch.tensors[versions.KEY] = versions.stamp(batch["responses"], self.global_step - 1)
+        return batch
 
     def keep_groups_with_signal(self, batch: Batch, reward, log: StepLog):
         """DAPO dynamic sampling (algorithm.filter_groups): keep the groups whose metric differs between samples;
@@ -165,6 +173,8 @@ class PPOTrainer:
         metrics = step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
                                max_response_length=cfg.rollout.response_length, n_params=self.n_params,
                                device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
+        if versions.KEY in batch.tensors:  # verl's training/off_policy/* (0 staleness, span 1 when synchronous)
+            metrics.update(versions.off_policy_metrics(batch[versions.KEY], batch["response_mask"], self.global_step))
         if log.counts["groups"]:  # rollout.n > 1
             metrics[ZERO_STD_GROUP_RATIO] = log.counts["zero_std_groups"] / log.counts["groups"]
         return metrics | agent_metrics(batch)  # multi-turn rollouts: turns, tool calls, errors, latency
