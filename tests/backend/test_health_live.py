@@ -79,7 +79,8 @@ def test_no_signal_prompts_and_auto_stop_on_answers(server_factory):
     assert stopped.status.value == "cancelled" and "no-signal" in stopped.error and "at step 3" in stopped.error
     listed = httpx.get(f"{server.url}/api/v1/runs/{run['id']}/health/no-signal", timeout=HTTP_TIMEOUT).json()
     assert [p["prompt_index"] for p in listed["data"]] == [0, 1, 2]
-    assert all(p["groups"] == 3 and p["last_step"] == 3 for p in listed["data"])
+    # the run ended: its last step (4, whose answers came after the stop) joined the record too
+    assert all(p["groups"] == 4 and p["last_step"] == 4 for p in listed["data"])
 
 
 def test_sweep_launches_its_members_with_the_stop_rule(server_factory):

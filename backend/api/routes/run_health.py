@@ -37,8 +37,9 @@ async def get_run_health(request: Request, session: SessionDep, run_id: int):
 def list_no_signal_prompts(session: SessionDep, run_id: int,
                            limit: Annotated[int, Query(ge=1, le=1000)] = 100):
     """The prompts whose GRPO groups gave no learning signal at any step judged (every answer scored alike), with
-    their answers at the last of those steps; a step is judged once the next step's answers arrive."""
-    get_run_or_404(session, run_id)
+    their answers at the last of those steps; a step is judged once the next step's answers arrive, or the run
+    ended (its last step)."""
+    health.close_ended(session, get_run_or_404(session, run_id))
     data, count = health.no_signal_prompts(session, run_id, limit=limit)
     return NoSignalPrompts(data=data, count=count)
 

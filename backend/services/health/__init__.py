@@ -9,6 +9,7 @@
 """
 from backend.services.health.store import (
     apply,
+    close_ended,
     judge_metrics,
     judge_samples,
     no_signal_prompts,
@@ -20,5 +21,5 @@ from backend.services.health.store import (
     summaries,
 )
 
-__all__ = ["apply", "judge_metrics", "judge_samples", "no_signal_prompts", "on_heartbeat", "on_metrics",
+__all__ = ["apply", "close_ended", "judge_metrics", "judge_samples", "no_signal_prompts", "on_heartbeat", "on_metrics",
            "refresh_stalled", "release", "report", "summaries"]

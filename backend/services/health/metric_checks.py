@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Callable
 
+from backend.services.health.invariant_checks import CLIPFRAC, KL_KEYS, MISMATCH_KEYS, rollout_mismatch, step_one
 from backend.services.health.rollout_checks import KEYS as ROLLOUT_KEYS
 from backend.services.health.rollout_checks import stale_rollout
 from backend.services.health.thresholds import n, t
@@ -18,7 +19,6 @@ from backend.services.health.update_checks import actor_not_moving
 
 Points = dict[str, list[tuple[int, float]]]
 
-KL_KEYS = ("actor/reward_kl_penalty", "actor/kl_loss")  # KL to the reference: in the reward (PPO) or as a loss
 SKIP_KEYS = ("actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite")  # 1: the optimizer step was skipped
 NONFINITE_KEY = re.compile(r"(loss|grad_norm)(/|$)")
 SCORE = "critic/score/mean"
@@ -26,11 +26,10 @@ ENTROPY = "actor/entropy"
 LENGTH = "response_length/mean"
 CLIP = "response_length/clip_ratio"
 VALUES_STD = "critic/values/std"
-CLIPFRAC = "actor/pg_clipfrac"
-MISMATCH_KEYS = ("actor/rollout_log_probs_absdiff", "training/rollout_probs_diff_mean")
 TOOL_CALLS = "tool_call_counts/mean"
 TURNS = "num_turns/mean"
-VAL_SCORE = re.compile(r"^val-core/.+/reward/mean@\d+$")
+# the held-out score: the core variable's mean@N (`acc` when the reward returns it, else `reward`)
+VAL_SCORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
 # the engine's share of GRPO groups whose rewards are all equal, under whatever name it logs it
 NO_SIGNAL_KEY = re.compile(r"^(?!val).*(zero[_-]?var|zero[_-]?std|all[_-]?equal|no[_-]?signal)")
 
@@ -306,53 +305,6 @@ def held_out(st: dict, points: Points, ctx: dict) -> list[Judged]:
         out.append(Judged("length-rising", "warning", rising, describe_rising))
     if diverging:
         out.append(Judged("train-heldout-divergence", "warning", diverging, describe_diverging))
-    return out
-
-
-def step_one(st: dict, points: Points, ctx: dict) -> list[Judged]:
-    """Invariants of the first training step that every correct setup meets: KL to the reference (the initial
-    actor) is 0, and the first on-policy mini-batch clips nothing (judged where a step is one mini-batch, one
-    epoch: then the step's clip fraction is that mini-batch's)."""
-    out = []
-    for key in KL_KEYS:
-        first = next(((s, v) for s, v in points.get(key, ()) if s >= 1), None)
-        if first is None or st.get("kl_done"):
-            continue
-        st["kl_done"] = True
-        step, v = first
-        out.append(Judged("step1-kl", "error", [(step, not finite(v) or abs(v) > t("step1_kl_max"))],
-                          lambda s, key=key, v=v: Described(
-                              "KL is not 0 at the first step",
-                              f"{key} = {_fmt(v)} at step {s}, the first update; the reference is the initial actor, "
-                              f"so it must be 0 (at most {t('step1_kl_max'):g}): the reference or the actor did not "
-                              "load the same weights, or the log-probs are computed differently.", key,
-                              {key: _num(v)})))
-    first = next(((s, v) for s, v in points.get(CLIPFRAC, ()) if s >= 1), None)
-    if ctx.get("one_minibatch") and first is not None and not st.get("clip_done"):
-        st["clip_done"] = True
-        step, v = first
-        out.append(Judged("step1-clip", "error", [(step, not finite(v) or v > t("step1_clipfrac_max"))],
-                          lambda s: Described(
-                              "Clipping on the first on-policy mini-batch",
-                              f"{CLIPFRAC} = {_fmt(v)} at step {s}: the first mini-batch is on-policy, its importance "
-                              "ratio is 1 and nothing may clip; the old log-probs do not match the actor's.", CLIPFRAC,
-                              {CLIPFRAC: _num(v)})))
-    return out
-
-
-def rollout_mismatch(st: dict, points: Points, ctx: dict) -> list[Judged]:
-    out, limit = [], t("rollout_mismatch_max")
-    for key in MISMATCH_KEYS:
-        pts = points.get(key)
-        if not pts:
-            continue
-        at = _lookup(pts)
-        out.append(Judged("rollout-mismatch", "error", [(s, v > limit and v != math.inf) for s, v in pts],
-                          lambda step, key=key, at=at: Described(
-                              "Rollout and actor disagree",
-                              f"{key} = {_fmt(at(step))} > {limit:g}: the rollout engine's log-probs differ from the "
-                              "actor's (1e-3 is fine; past 1-2% the weight sync is broken).", key,
-                              {key: _num(at(step))})))
     return out
 
 

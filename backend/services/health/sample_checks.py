@@ -80,7 +80,7 @@ def judge(st: dict, answers: list[Answer], ctx: dict) -> tuple[list[Judged], lis
         if tally is not None and step < tally["step"]:
             continue  # an older step resent: its verdicts are history
         if tally is None or step > tally["step"]:
-            if tally is not None:
+            if tally is not None and not tally.get("recorded"):
                 finished += _close(st, tally)
             tally = st["tally"] = _new_tally(step)
         seen = set(tally["seen"])
@@ -130,6 +130,16 @@ def _pearson(xy: list[float]) -> float | None:
 def _no_signal_share(tally: dict) -> float | None:
     groups = [g for g in tally["groups"].values() if g[2] >= 2]
     return sum(not g[1] for g in groups) / len(groups) if groups else None
+
+
+def close_newest(st: dict) -> list[dict]:
+    """The run ended: its newest step is complete, so it closes now, not when a next step's answers arrive (there is
+    none). Once: an answer of that step sent after this is still judged, not recorded again."""
+    tally = st.get("tally")
+    if not tally or tally.get("recorded"):
+        return []
+    tally["recorded"] = True
+    return _close(st, tally)
 
 
 def _close(st: dict, tally: dict) -> list[dict]:

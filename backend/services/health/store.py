@@ -237,6 +237,28 @@ def _record_prompts(session: Session, run_id: int, finished: list[dict]) -> None
                            for p, (g, s, last) in sorted(merged.items())])
 
 
+def close_ended(session: Session, run: Run) -> None:
+    """An ended run's newest step is complete: its GRPO groups join the per-prompt record (a live run's newest step
+    joins it when the next step's answers arrive). Called before the record is read; commits when it wrote."""
+    if run.status in ACTIVE or not session.info.get(HEALTH_CHECKS, True):
+        return
+    from backend.services.upsert import write_lock
+
+    lock = _run_lock(session, run.id)
+    try:
+        with write_lock(session):
+            row = _state(session, run.id)
+            finished = sample_checks.close_newest(row.data.get("answers") or {})
+            if not finished:
+                session.rollback()  # nothing to record: the read ends here
+                return
+            _record_prompts(session, run.id, finished)
+            _save(session, row)
+            session.commit()
+    finally:
+        lock.release()
+
+
 def on_heartbeat(session: Session, run: Run, fields: dict) -> None:
     """The worker's heartbeat (engine/trainer/heartbeat.py: a status report with `fields.heartbeat` = {phase, step,
     time}): the phase a stalled run is stuck in, and since when."""
@@ -348,7 +370,7 @@ def _apply(session: Session, run: Run, row: State, changes: list[Change]) -> Non
         body = report(session, run.id)
         add_event(session, run_channel(run.id), "health", body)
         add_event(session, RUNS_CHANNEL, "health", {"id": run.id, "health": _summary(body)})
-    _auto_stop(session, run, trackers)
+    _auto_stop(session, run, trackers, frozenset(c.judged.alarm for c in changes if c.kind == "fire"))
 
 
 def _write(session: Session, run_id: int, change: Change, now: float) -> None:
@@ -374,11 +396,11 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _auto_stop(session: Session, run: Run, trackers: dict) -> None:
+def _auto_stop(session: Session, run: Run, trackers: dict, fired: frozenset[str] = frozenset()) -> None:
     stop_on, after = autostop.rule_of(run.resolved_config)
     if not stop_on or run.status not in ACTIVE:
         return
-    due = autostop.due(trackers, stop_on, after)
+    due = autostop.due(trackers, stop_on, after, fired)
     if due is None:
         return
     alarm_id, tracker = due
@@ -435,7 +457,7 @@ def summaries(session: Session, run_ids: list[int]) -> dict[int, dict[str, Any]]
 
 def no_signal_prompts(session: Session, run_id: int, limit: int = 100) -> tuple[list[dict], int]:
     """The prompts whose GRPO groups never had signal (every answer scored alike at every step), with their
-    answers at the last step judged."""
+    answers at the last step judged (an ended run's last step included: `close_ended` first)."""
     where = (HealthPrompt.run_id == run_id, HealthPrompt.with_signal == 0)
     count = session.exec(select(func.count()).select_from(HealthPrompt).where(*where)).one()
     prompts = session.exec(select(HealthPrompt).where(*where).order_by(HealthPrompt.groups.desc(),
