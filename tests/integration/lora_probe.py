@@ -52,6 +52,7 @@ def main(model: str, data: str, out: str, decode: str, extra: list[str]) -> dict
 
     worker, facts = start()
     result: dict = {"n_params": facts["n_params"], "n_trainable": facts["n_trainable_params"],
+                    "critic_facts": [facts.get("critic_n_trainable_params"), facts.get("critic_n_params")],
                     "optimizer_params": sum(p.numel() for g in worker.actor.optimizer.param_groups
                                             for p in g["params"]),
                     "reference_is_actor_module": worker.reference.module is worker.actor_module}

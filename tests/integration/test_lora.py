@@ -57,6 +57,11 @@ def test_lora_actor_trains_the_adapter_the_reference_is_the_base_and_the_rollout
         assert r["after_update_rollout_vs_actor"] < 1e-4
     if decode == "generate":
         assert r["critic_values_moved"] > 1e-3 and 0 < r["critic_trainable_share"] < 0.2
+        # the run's facts (the run page) count the critic's trainable and total parameters too
+        trainable, total = r["critic_facts"]
+        assert 0 < trainable < total and trainable / total == pytest.approx(r["critic_trainable_share"])
+    else:  # no critic: no critic counts
+        assert r["critic_facts"] == [None, None]
     # the checkpoint holds the adapter and its optimizer state, not the base, and brings them back exactly
     assert r["checkpoint_share_of_full_state"] < 0.2
     assert r["resumed_actor_vs_saved"] < 1e-6 and r["resumed_ref_vs_saved"] < 1e-6

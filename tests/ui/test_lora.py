@@ -1,6 +1,6 @@
 """LoRA in the browser (issue 27): the New run form's LoRA group (built from the schema's "x-group" fields, like
-every other field) sets the keys the launched run stores; the run page shows the actor's trainable vs total
-parameters from the facts the engine's dashboard logger reports when the run starts (its `started` status)."""
+every other field) sets the keys the launched run stores; the run page shows the actor's (and a critic's) trainable
+vs total parameters from the facts the engine's dashboard logger reports when the run starts (its `started` status)."""
 from __future__ import annotations
 
 import re
@@ -97,4 +97,17 @@ def test_run_page_shows_trainable_vs_total_parameters(page, server, tmp_path):
     fact = page.locator('[data-fact="parameters"]')
     expect(fact).to_have_text("494M parameters, all trainable")
     expect(fact).to_have_attribute("title", re.compile(r"full fine-tuning"))
+    expect(page.locator('[data-fact="critic-parameters"]')).to_have_count(0)  # no critic, no critic counts
+
+    # PPO with a LoRA critic: the critic's counts beside the actor's, each named
+    ppo = server.api.external_run("ppo-lora-facts", overrides=["actor_rollout_ref.model.lora_rank=8",
+                                                               "critic.model.lora_rank=8"], tags=["ui"])
+    started(server, ppo, tmp_path, n_params=498_431_872, n_trainable_params=4_399_104, critic_n_params=494_033_665,
+            critic_n_trainable_params=4_400_001)
+    page.goto(f"{server.url}/runs/{ppo['id']}")
+    expect(page.locator('[data-fact="parameters"]')).to_have_text("actor 4.4M trainable / 498M parameters (0.88%)")
+    critic = page.locator('[data-fact="critic-parameters"]')
+    expect(critic).to_have_text("critic 4.4M trainable / 494M parameters (0.89%)")
+    expect(critic).to_have_attribute("title", "4,400,001 trainable of 494,033,665")
+    shot(page, "run-lora-critic-parameters")
     assert not page.errors
