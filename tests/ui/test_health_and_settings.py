@@ -164,6 +164,28 @@ def test_degenerate_answers_badge_and_banner(page, server):
     assert not page.errors
 
 
+def test_a_failed_step_one_check_stays_in_view_without_a_lasting_badge(page, server):
+    """KL 0.05 at step 1 (the reference is not the initial actor): the server fires step1-kl there and closes the
+    finding at step 2 (invariant_checks.py); the run page still shows it as a failed setup check, the Runs table
+    has no badge for it."""
+    rng = random.Random(5)
+    run = server.api.external_run("setup-finding", tags=["health-setup"])
+    server.api.metrics(run, [p for s in range(1, 6) for p in step_metrics(s, 10, rng)])  # KL > 0 from step 1
+    server.api.status(run, "succeeded")
+    found = alarm_of(health(server, run), "step1-kl")
+    assert (found["state"], found["since_step"], found["cleared_step"]) == ("cleared", 1, 2), found
+    page.goto(f"{server.url}/runs/{run['id']}")
+    finding = page.locator('#health [data-alarm-id="step1-kl"]')
+    expect(finding).to_have_attribute("data-state", "finding")
+    expect(finding).to_contain_text(f"Setup check failed at step 1: {found['title']}")
+    expect(finding).to_contain_text(found["detail"])
+    expect(page.locator("#health .alarm-banner")).to_have_count(0)  # nothing firing
+    shot(page, "run-health-setup-finding")
+    page.goto(server.url + "/?tag=health-setup")
+    expect(page.locator(f'tr[data-run-id="{run["id"]}"] [data-health-cell]')).to_have_text("healthy")
+    assert not page.errors
+
+
 @pytest.fixture(scope="module")
 def secured_server(tmp_path_factory, built_frontend):
     srv = Server(tmp_path_factory.mktemp("rlstudio-ui-token"), dispatch=False,

@@ -41,10 +41,24 @@ describe("splitAlarms", () => {
         alarm({ id: "e", state: "cleared", since_step: 5, cleared_step: 20 }),
       ],
     };
-    const { firing, cleared } = splitAlarms(health);
+    const { firing, findings, cleared } = splitAlarms(health);
     expect(firing.map((a) => a.id)).toEqual(["c", "b", "a"]);
     expect(cleared.map((a) => a.id)).toEqual(["e", "d"]);
-    expect(splitAlarms(null)).toEqual({ firing: [], cleared: [] });
+    expect(findings).toEqual([]);
+    expect(splitAlarms(null)).toEqual({ firing: [], findings: [], cleared: [] });
+  });
+  it("a closed step-one check stays a setup finding, apart from the alarms that went away; a firing one is firing", () => {
+    const health: RunHealth = {
+      run_id: 1, status: "error", checked_step: 9, thresholds: {}, alarms: [
+        alarm({ id: "step1-kl", severity: "error", state: "cleared", since_step: 1, cleared_step: 2 }),
+        alarm({ id: "step1-clip", severity: "error", since_step: 1 }),
+        alarm({ id: "kl-high", state: "cleared", since_step: 3, cleared_step: 8 }),
+      ],
+    };
+    const { firing, findings, cleared } = splitAlarms(health);
+    expect(firing.map((a) => a.id)).toEqual(["step1-clip"]);
+    expect(findings.map((a) => a.id)).toEqual(["step1-kl"]);
+    expect(cleared.map((a) => a.id)).toEqual(["kl-high"]);
   });
 });
 

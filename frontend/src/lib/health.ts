@@ -37,14 +37,20 @@ export function fmtValues(values: Record<string, number> | null | undefined): st
   return Object.entries(values ?? {}).map(([k, v]) => `${k} = ${fmtNum(v, 3)}`).join(", ");
 }
 
-/** Firing first (errors before warnings), then cleared, newest first within each. */
-export function splitAlarms(health: RunHealth | null | undefined): { firing: HealthAlarm[]; cleared: HealthAlarm[] } {
+/** The server's step-one checks (backend/services/health/invariant_checks.py): findings about the run's setup. Once
+ *  closed they are not "gone": the setup failed them, so the run page keeps them in view. */
+export function isSetupFinding(a: HealthAlarm): boolean {
+  return a.id.startsWith("step1-");
+}
+
+/** Firing first (errors before warnings); closed step-one findings apart; then cleared, newest first within each. */
+export function splitAlarms(health: RunHealth | null | undefined): { firing: HealthAlarm[]; findings: HealthAlarm[]; cleared: HealthAlarm[] } {
   const alarms = health?.alarms ?? [];
   const rank = (a: HealthAlarm) => (a.severity === "error" ? 0 : 1);
   const firing = alarms.filter((a) => a.state === "firing").sort((a, b) => rank(a) - rank(b) || b.since_step - a.since_step);
-  const cleared = alarms.filter((a) => a.state === "cleared")
+  const closed = alarms.filter((a) => a.state === "cleared")
     .sort((a, b) => (b.cleared_step ?? b.since_step) - (a.cleared_step ?? a.since_step));
-  return { firing, cleared };
+  return { firing, findings: closed.filter(isSetupFinding), cleared: closed.filter((a) => !isSetupFinding(a)) };
 }
 
 /** A firing alarm's id as a short badge label (the runs list carries ids only; the run page has the titles):

@@ -1,5 +1,6 @@
 /** The run page's health: the server's judgement (api/health.ts) as a banner of firing alarms, each with its
- *  numbers and a link to the answers that show it, and the cleared ones listed quietly under it. */
+ *  numbers and a link to the answers that show it; the step-one checks the setup failed (closed, but a fact about
+ *  the run: kept in view); and the cleared ones listed quietly under it. */
 import { useEffect } from "react";
 import { Link, useLocation } from "react-router-dom";
 import type { HealthAlarm, RunHealth } from "../../api/health";
@@ -13,7 +14,7 @@ export function HealthPanel({ health, runId }: { health: RunHealth | undefined; 
     if (loaded && hash === "#health") document.getElementById("health")?.scrollIntoView({ block: "start" });
   }, [loaded, hash]);
   if (!health) return null; // still loading
-  const { firing, cleared } = splitAlarms(health);
+  const { firing, findings, cleared } = splitAlarms(health);
   return (
     <section id="health" className="health" aria-label="run health" data-health-status={health.status}
       data-checked-step={health.checked_step ?? ""}>
@@ -26,6 +27,14 @@ export function HealthPanel({ health, runId }: { health: RunHealth | undefined; 
           No health alarm{health.checked_step != null ? ` (judged up to step ${health.checked_step})` : ""}.
         </p>
       )}
+      {findings.map((a) => (
+        <div key={a.id} className="alarm alarm-warning health-finding small" role="note" data-alarm-id={a.id}
+          data-state="finding" data-since-step={a.since_step}>
+          <strong>Setup check failed at step {a.since_step}: {a.title}</strong>{" "}
+          <span>{a.detail}</span>
+          {Object.keys(a.values ?? {}).length > 0 && <div className="alarm-values mono small">{fmtValues(a.values)}</div>}
+        </div>
+      ))}
       {cleared.length > 0 && (
         <details className="health-cleared small muted">
           <summary>{cleared.length} cleared alarm{cleared.length === 1 ? "" : "s"}</summary>
