@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,9 @@ def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_
     result = run_engine(args, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "roles=actor+rollout+reference+critic" in result.stdout
+    # the run's facts count the critic's parameters beside the actor's: all of them train (no LoRA)
+    counts = dict(re.findall(r" (critic_n_params|critic_n_trainable_params)=(\d+)", result.stdout))
+    assert len(counts) == 2 and counts["critic_n_params"] == counts["critic_n_trainable_params"], result.stdout[:3000]
     assert "Critic Loss" in result.stdout and "KL" in result.stdout
     records = read_metrics(out)
     assert train_steps(records) == [1, 2]
