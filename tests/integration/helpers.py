@@ -1,9 +1,12 @@
 """Helpers for engine integration tests: run `python -m engine.main_ppo` as a real subprocess."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,6 +23,73 @@ def engine_env() -> dict:
 def run_engine(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine.main_ppo", *args], cwd=cwd, env=engine_env() | (env or {}),
                           capture_output=True, text=True, timeout=timeout)
+
+
+VAL_KEY = "val-core/arith/reward/mean@1"  # the learning tests' held-out accuracy (greedy, 1,000 questions)
+SCORE_KEY = "critic/score/mean"  # the training batch's mean reward
+
+
+def read_records(path: Path) -> list[dict]:
+    """A run's metrics.jsonl (or samples.jsonl) as far as it is written: a last line still being written is left out."""
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        lines = lines[:-1]  # the logger is still writing the last line
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def validations(records: list[dict], key: str = VAL_KEY) -> list[tuple[int, float]]:
+    """(step, value) of a validation metric, in step order."""
+    return sorted((r["step"], r["data"][key]) for r in records if key in r["data"])
+
+
+def target_reached(val: list[tuple[int, float]], gain: float) -> bool:
+    """The learning tests' rule: two consecutive validations after training began average at least `gain` above the
+    validation before training (step 0's)."""
+    return len(val) >= 3 and val[0][0] == 0 and mean(v for _, v in val[-2:]) - val[0][1] >= gain
+
+
+def run_preset(tmp_path: Path, cache: Path, config: str, *overrides: str, out_name: str = "run",
+               stop: Callable[[list[dict]], bool] | None = None,
+               env: dict | None = None) -> tuple[list[dict], str, float]:
+    """`python -m engine.main_ppo --config-name CONFIG trainer.default_local_dir=tmp_path/OUT_NAME ...` with
+    RLSTUDIO_CACHE=cache, as a user runs a preset. With `stop`, the run is stopped as soon as stop(its metrics so far)
+    holds (read after each line the run writes; a run of one in-process worker leaves nothing behind and flushes its
+    metrics per line). Returns the metrics, the console output and the seconds it ran; fails unless the run ended
+    cleanly or was stopped."""
+    out = tmp_path / out_name
+    start = time.time()
+    log = (tmp_path / "console.log").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", "--config-name", config,
+                             f"trainer.default_local_dir={out}", *overrides], cwd=tmp_path,
+                            env=engine_env() | {"RLSTUDIO_CACHE": str(cache)} | (env or {}),
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    stopped = False
+    try:
+        while proc.poll() is None:
+            if stop is not None and stop(read_records(out / "metrics.jsonl")):
+                proc.terminate()
+                stopped = True
+                break
+            time.sleep(1.0)
+        proc.wait(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    elapsed = time.time() - start
+    log.seek(0)
+    console = log.read()
+    log.close()
+    assert stopped or proc.returncode == 0, console[-4000:]
+    return read_records(out / "metrics.jsonl"), console, elapsed
 
 
 def base_args(tiny_model: str, data: Path, out: Path, **extra) -> list[str]:

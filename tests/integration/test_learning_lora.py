@@ -25,16 +25,12 @@ How long a run takes is printed, not asserted; the target is per step, not per s
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from engine.config import build_config
-from tests.integration.helpers import engine_env
-from tests.integration.test_learning import SCORE_KEY, VAL_KEY, mean, read_records, validations
+from tests.integration.helpers import SCORE_KEY, VAL_KEY, mean, run_preset, target_reached, validations
 
 GAIN = 0.15
 PPO_CHECK_STEPS = 50
@@ -45,42 +41,6 @@ EV_KEY = "critic/vf_explained_var"
 def cache(tmp_path_factory) -> Path:
     """A fresh cache: the first run prepares the data and the tiny model in it."""
     return tmp_path_factory.mktemp("rlstudio-cache")
-
-
-def target_reached(val: list[tuple[int, float]]) -> bool:
-    """Two consecutive validations after training began average at least GAIN above step 0's."""
-    return len(val) >= 3 and val[0][0] == 0 and mean(v for _, v in val[-2:]) - val[0][1] >= GAIN
-
-
-def run_preset(tmp_path: Path, cache: Path, config: str, *overrides: str,
-               stop_at_target: bool = False) -> tuple[list[dict], str, float]:
-    """`python -m engine.main_ppo --config-name CONFIG ...`; with stop_at_target, stopped once its metrics.jsonl
-    shows the target reached. Returns the metrics, the console output and the seconds it ran."""
-    out = tmp_path / "run"
-    env = engine_env() | {"RLSTUDIO_CACHE": str(cache)}
-    start = time.time()
-    log = (tmp_path / "console.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", "--config-name", config,
-                             f"trainer.default_local_dir={out}", *overrides], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
-    stopped = False
-    try:
-        while proc.poll() is None:
-            if stop_at_target and target_reached(validations(read_records(out / "metrics.jsonl"))):
-                proc.terminate()  # one in-process worker, no Ray: nothing is left behind; metrics are flushed per line
-                stopped = True
-                break
-            time.sleep(1.0)
-        proc.wait(timeout=1800)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    elapsed = time.time() - start
-    log.seek(0)
-    console = log.read()
-    assert stopped or proc.returncode == 0, console[-4000:]
-    return read_records(out / "metrics.jsonl"), console, elapsed
 
 
 def test_lora_presets_are_the_demos_with_an_adapter():
@@ -104,14 +64,15 @@ def test_lora_presets_are_the_demos_with_an_adapter():
 
 @pytest.mark.slow
 def test_lora_grpo_raises_heldout_accuracy_by_15_points(tmp_path, cache):
-    records, console, elapsed = run_preset(tmp_path, cache, "demo_lora", stop_at_target=True)
+    records, console, elapsed = run_preset(tmp_path, cache, "demo_lora",
+                                           stop=lambda records: target_reached(validations(records), GAIN))
     val = validations(records)
     print(f"\ndemo_lora (GRPO, LoRA rank 8): {VAL_KEY} {val[0][1]:.3f} at step 0 -> "
           f"{mean(v for _, v in val[-2:]):.3f} (mean of steps {[s for s, _ in val[-2:]]}) in {elapsed:.0f}s "
           f"(whole run incl. start-up); all: {val}")
     assert "n_trainable_params=34816" in console  # the adapter alone trains: 2 layers x 7 linears x 8 x (in + out)
     assert val[0][0] == 0, val
-    assert target_reached(val), f"held-out accuracy never held +{GAIN:.2f} over two validations: {val}"
+    assert target_reached(val, GAIN), f"held-out accuracy never held +{GAIN:.2f} over two validations: {val}"
 
 
 @pytest.mark.slow
