@@ -342,6 +342,41 @@ def test_the_last_steps_groups_count_once_the_run_ended(client):
     assert [(p["prompt_index"], p["groups"]) for p in again["data"]] == [(0, 1), (1, 1)]
 
 
+def conversation(step: int, index: int, calls: int) -> dict:
+    """A multi-turn training answer (stored turns, as the dashboard logger sends them) making `calls` calculator calls."""
+    turns = []
+    for c in range(calls):
+        turns += [{"role": "model", "text": f"<c>{index}*{c}</c>",
+                   "tool_calls": [{"name": "calculator", "arguments": {"expression": f"{index}*{c}"}}]},
+                  {"role": "tool", "tool": "calculator", "text": f"={index * c}"}]
+    turns.append({"role": "model", "text": f"the answer is {index}"})
+    return {"step": step, "sample_index": index, "prompt": "Q: 12*34?", "score": 0.5, "turns": turns,
+            "response": "".join(t["text"] for t in turns)}
+
+
+def test_tool_collapse_from_the_stored_answers_when_no_metric_says(client):
+    """Four multi-turn answers per step, one calculator call each for steps 1-5, none for 6-10, one again at 11:
+    with no tool_call_counts/mean logged, the answers' own count fires tool-collapse at step 10 (the 5-step mean
+    0 <= 0.1 x the best 1.0) and clears it at 11, as the metric would; a run that logs the metric (steady) is judged
+    by the metric alone."""
+    plan = {step: 1 if step <= 5 or step == 11 else 0 for step in range(1, 12)}
+    run = external_run(client, overrides=["trainer.total_training_steps=100"])
+    logged = external_run(client, overrides=["trainer.total_training_steps=100"])
+    states = {}
+    for step, calls in plan.items():
+        send(client, logged, step, {"tool_call_counts/mean": 1.0, "num_turns/mean": 4.0})
+        for target in (run, logged):
+            post_samples(client, target, [conversation(step, i, calls) for i in range(4)])
+        found = alarm(health(client, run), "tool-collapse")
+        states[step] = found and (found["state"], found["since_step"])
+    assert states == {**{s: None for s in range(1, 10)}, 10: ("firing", 10), 11: ("cleared", 10)}
+    found = alarm(health(client, run), "tool-collapse")
+    # the numbers when it fired: no call in steps 6-10, the best window steps 1-5, the prompt and one model turn
+    assert found["values"] == {"tool_calls": 0.0, "tool_calls_peak": 1.0, "turns": 2.0}
+    assert found["samples"] == {"step": 10, "filter": "uses_tool=false"} and "stored answers" in found["detail"]
+    assert health(client, logged)["alarms"] == []
+
+
 def test_length_hacking_from_the_score_length_correlation(client):
     """Within a step, score follows length (r = 1) for 3 steps: fires at step 3; a step of r = -1 brings the
     3-step mean under 0.5: cleared at step 4."""

@@ -339,6 +339,8 @@ def no_signal(steps: list[tuple[int, bool]], numbers: Callable[[int], tuple[floa
 
 def tool_collapse(st: dict, points: Points, ctx: dict) -> list[Judged]:
     w = n("tool_window")
+    if points.get(TOOL_CALLS):
+        ctx["tool_calls_from_metric"] = True  # the answers' own count (sample_checks.py) steps aside
     for _, v in points.get(TURNS, ()):
         if math.isfinite(v):
             st["turns"] = v

@@ -1,6 +1,7 @@
 """Checks over the stored answers (training split), kept as running tallies of the newest step so each batch of
 answers costs only itself: degenerate answers (ported from the UI), garbage answers, the score-length correlation
-(length hacking), and the share of GRPO groups without learning signal with the prompts that never had one."""
+(length hacking), the share of GRPO groups without learning signal with the prompts that never had one, and tool
+use in multi-turn answers (its collapse, judged from the answers when the run logs no `tool_call_counts/mean`)."""
 from __future__ import annotations
 
 import math
@@ -24,6 +25,19 @@ class Answer:
     group: str | None  # group_uid, else the prompt index: the answers one advantage baseline compares
     prompt_index: int | None
     multi_turn: bool
+    tool_calls: int = 0  # multi-turn: the calls the model made (or the tool answers it got, if more)
+    turns: int = 0  # multi-turn: the conversation's turns, the prompt included (the engine's num_turns)
+
+
+def tool_use(turns) -> tuple[int, int]:
+    """(tool calls, turns) of a stored conversation (backend/models/trajectory.py: calls on the model turns)."""
+    calls = answers = 0
+    for turn in turns:
+        if turn.role == "tool":
+            answers += 1
+        else:
+            calls += len(turn.tool_calls or ())
+    return max(calls, answers), 1 + len(turns)
 
 
 def degenerate_reason(response: str, tokens: list[str] | None) -> str | None:
@@ -64,7 +78,7 @@ def garbage_reason(answer: Answer, cap: int | None) -> str | None:
 
 def _new_tally(step: int) -> dict:
     return {"step": step, "seen": [], "n": 0, "kinds": {}, "garbage": {}, "xy": [0, 0.0, 0.0, 0.0, 0.0, 0.0],
-            "groups": {}}
+            "groups": {}, "tools": [0, 0, 0]}
 
 
 def judge(st: dict, answers: list[Answer], ctx: dict) -> tuple[list[Judged], list[dict]]:
@@ -99,6 +113,11 @@ def _count(tally: dict, a: Answer, ctx: dict) -> None:
     reason = degenerate_reason(a.response, a.tokens)
     if reason:
         tally["kinds"][reason] = tally["kinds"].get(reason, 0) + 1
+    if a.multi_turn:
+        tools = tally.setdefault("tools", [0, 0, 0])  # multi-turn answers, their tool calls, their turns
+        tools[0] += 1
+        tools[1] += a.tool_calls
+        tools[2] += a.turns
     junk = garbage_reason(a, ctx.get("cap"))
     if junk:
         tally["garbage"][junk] = tally["garbage"].get(junk, 0) + 1
@@ -150,6 +169,14 @@ def _close(st: dict, tally: dict) -> list[dict]:
     share = _no_signal_share(tally)
     if share is not None:
         push(st.setdefault("no_signal", []), share, n("no_signal_window"))
+    tools = tally.get("tools")
+    if tools and tools[0]:
+        ring = st.setdefault("tool_ring", [])
+        push(ring, tools[1] / tools[0], n("tool_window"))
+        if len(ring) == n("tool_window"):
+            window = sum(ring) / len(ring)
+            if st.get("tool_peak") is None or window > st["tool_peak"]:
+                st["tool_peak"], st["tool_peak_step"] = window, tally["step"]
     return [{"prompt_index": g[3], "signal": g[1], "step": tally["step"]} for g in tally["groups"].values()
             if g[2] >= 2 and g[3] is not None]
 
@@ -184,6 +211,9 @@ def _observe(st: dict, tally: dict, ctx: dict) -> list[Judged]:
                                 f"over the last {len(window)} steps): longer answers are paid more; check the reward "
                                 "for length hacking.", None, {"correlation": r, "trend": trend},
                                 {"step": s, "filter": "order=-score"}), refine=True))
+    tools = tally.get("tools")
+    if tools and tools[0] and not ctx.get("tool_calls_from_metric"):
+        out += _tool_collapse(st, tally, tools)
     share = _no_signal_share(tally)
     if share is not None and not ctx.get("no_signal_from_metric"):
         window = [*st.get("no_signal", [])[-(n("no_signal_window") - 1):], share]
@@ -192,3 +222,27 @@ def _observe(st: dict, tally: dict, ctx: dict) -> list[Judged]:
         judged.refine = True
         out.append(judged)
     return out
+
+
+def _tool_collapse(st: dict, tally: dict, tools: list) -> list[Judged]:
+    """metric_checks.tool_collapse's rule on the answers: the mean tool calls per multi-turn answer over the last
+    tool_window steps (the closed ones and the newest so far) against the best such window."""
+    w, step = n("tool_window"), tally["step"]
+    calls, turns = tools[1] / tools[0], tools[2] / tools[0]
+    window = [*st.get("tool_ring", [])[-(w - 1):], calls]
+    if len(window) < w:
+        return []
+    recent = sum(window) / w
+    peak, peak_step = st.get("tool_peak"), st.get("tool_peak_step")
+    if peak is None or recent > peak:
+        peak, peak_step = recent, step
+    bad = peak >= t("tool_min_peak") and recent <= t("tool_collapse_ratio") * peak
+
+    def describe(s: int) -> Described:
+        return Described(
+            "Tool use collapsed", f"The answers' tool calls fell to {recent:.3g} per trajectory (mean of the last {w} "
+            f"steps) from {peak:.3g} (around step {peak_step}); turns per trajectory {turns:.3g} at step {s}: the "
+            "model stopped calling its tools (judged from the stored answers: the run logs no tool_call_counts/mean).",
+            None, {"tool_calls": recent, "tool_calls_peak": peak, "turns": turns},
+            {"step": s, "filter": "uses_tool=false"})
+    return [Judged("tool-collapse", "warning", [(step, bad)], describe, refine=True)]

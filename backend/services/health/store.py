@@ -198,15 +198,20 @@ def on_metrics(session: Session, run: Run, rows, series=None) -> None:
         release(pending)
 
 
+def _answer(s) -> sample_checks.Answer:
+    calls, turns = (0, 0) if s.turns is None else sample_checks.tool_use(s.turns)
+    return sample_checks.Answer(step=s.step, index=s.sample_index, response=s.response or "", tokens=s.tokens,
+                                score=s.score if s.score is not None else s.reward,
+                                group=s.group_uid or (None if s.prompt_index is None else f"p{s.prompt_index}"),
+                                prompt_index=s.prompt_index, multi_turn=s.turns is not None, tool_calls=calls,
+                                turns=turns)
+
+
 def judge_samples(session: Session, run: Run, samples) -> Pending | None:
     """Judge a batch of answers (SampleIn; the training split only), as judge_metrics does."""
     if not session.info.get(HEALTH_CHECKS, True):
         return None
-    answers = [sample_checks.Answer(step=s.step, index=s.sample_index, response=s.response or "", tokens=s.tokens,
-                                    score=s.score if s.score is not None else s.reward,
-                                    group=s.group_uid or (None if s.prompt_index is None else f"p{s.prompt_index}"),
-                                    prompt_index=s.prompt_index, multi_turn=s.turns is not None)
-               for s in samples if s.split == "train"]
+    answers = [_answer(s) for s in samples if s.split == "train"]
     if not answers:
         return None
     lock = _run_lock(session, run.id)
