@@ -15,6 +15,7 @@ import traceback
 import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
+from engine.config.trainer_mode import is_async
 
 
 class UserError(Exception):
@@ -134,9 +135,12 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
                           device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
                           n_trainable_params=workers.info.get("n_trainable_params"), **critic,
                           placement=workers.info.get("placement"))
-        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
-                             total_steps, device_name=workers.info.get("device_name"),
-                             n_params=workers.info.get("n_params"))
+        trainer_cls = PPOTrainer
+        if is_async(cfg):  # verl's colocate_async / separate_async (engine/trainer/ASYNC.md)
+            from engine.trainer.asynchronous.driver import AsyncPPOTrainer as trainer_cls
+        trainer = trainer_cls(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
+                              total_steps, device_name=workers.info.get("device_name"),
+                              n_params=workers.info.get("n_params"))
         trainer.fit()
         logger.log_status("succeeded", step=trainer.global_step)
         return trainer.global_step

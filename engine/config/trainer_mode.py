@@ -10,8 +10,6 @@ from __future__ import annotations
 from engine.config.errors import ConfigError
 
 ASYNC_MODES = ("colocate_async", "separate_async")
-# The async driver is built (engine/trainer/asynchronous/); flipped off in a branch that must refuse them all.
-ASYNC_BUILT = False
 
 
 def is_async(cfg) -> bool:
@@ -39,10 +37,6 @@ def check_trainer_mode(cfg, world: int) -> None:
             {"rollout_is", "rollout_rs"} & rc.model_fields_set):
         # off-policy tokens need correcting: verl's decoupled token-level TIS (threshold 2.0) unless the user chose
         rc.rollout_is = "token"
-    if not ASYNC_BUILT:
-        raise ConfigError(
-            f"trainer.v1.trainer_mode={v1.trainer_mode} is not supported yet: its driver is being built (issue 29).",
-            "trainer.v1.trainer_mode", "Set trainer.v1.trainer_mode=sync (or remove the key).")
 
 
 def _check_separate_async(cfg) -> None:

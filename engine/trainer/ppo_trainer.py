@@ -115,10 +115,8 @@ class PPOTrainer:
 
     def generate_and_score(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
         """n samples per prompt (one uid per prompt: GRPO groups) and their rewards (`token_level_scores`)."""
-        prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
-        prompts = prompts.repeat_interleave(self.cfg.actor_rollout_ref.rollout.n)
-        prompts.info["global_step"] = self.global_step
-        with log.phase("gen"):
+        prompts = self.group_prompts(prompts)
+        with log.phase("gen"):  # async: the wait for the rollout's batch (verl's timing_s/gen)
             batch = self.generate(prompts, log)
         if self.cfg.algorithm.adv_estimator == "remax":
             with log.phase("gen_max"):  # the baseline: the reward of the greedy (validation-mode) answer
@@ -133,6 +131,13 @@ class PPOTrainer:
         log.counts["zero_std_groups"] += zero
         log.counts["groups"] += groups
         return batch, reward
+
+    def group_prompts(self, prompts: Batch) -> Batch:
+        """Each prompt with a uid (its GRPO group), repeated rollout.n times."""
+        prompts.meta["uid"] = _object_array([uuid.uuid4().hex for _ in range(len(prompts))])
+        prompts = prompts.repeat_interleave(self.cfg.actor_rollout_ref.rollout.n)
+        prompts.info["global_step"] = self.global_step
+        return prompts
 
     def generate(self, prompts: Batch, log: StepLog) -> Batch:
         """The rollout's answers, each token stamped with the policy version that produced it: the actor's

@@ -300,6 +300,24 @@ class TrainWorker:
         return maybe_agent_loop(inner, self.tokenizer, rollout_cfg, inner.pad_id,
                                 getattr(inner, "eos", None) or eos_ids(self.actor_module, self.tokenizer))
 
+    # ---- the async modes' behaviour policy: a copy the rollout samples with while the actor trains ------------
+    def behaviour_init(self) -> None:
+        from engine.trainer.asynchronous.behaviour import BehaviourPolicy
+
+        arr = self.cfg.actor_rollout_ref
+        self.behaviour = BehaviourPolicy(
+            self.actor_module,
+            lambda: self._shard(self._load_lm(arr.model.path, arr.model, dtype=self._mixed_precision()[0]),
+                                arr.actor.fsdp_config, self._mixed_precision()[1]),
+            lambda module: HFRollout(module, self.tokenizer, arr.rollout, self.device_type))
+
+    def behaviour_publish(self, version: int) -> dict:
+        return self.behaviour.publish(version)
+
+    def behaviour_generate(self, batch: Batch, version: int):
+        out, metrics = self.behaviour.generate(self._local(batch), version)
+        return out.cpu(), metrics
+
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------
     def _local(self, batch: Batch) -> Batch:
         return batch.to(self.device)

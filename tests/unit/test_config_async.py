@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError, build_config
-from engine.config.trainer_mode import check_trainer_mode
 
 # separate_async's invariant holds: 8 = 4 × 2
 ASYNC = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=2", "data.train_batch_size=8",
@@ -29,10 +28,9 @@ def test_the_separate_async_invariant_is_refused_by_name_with_the_value_that_fit
 
 def test_the_invariant_binds_separate_async_only():
     # colocate_async splits the whole batch into mini-batches on the worker, as sync does: no invariant
-    with pytest.raises(ConfigError) as err:
-        build_config(ASYNC[:-1] + ["trainer.v1.trainer_mode=colocate_async",
-                                   "trainer.v1.separate_async.parameter_sync_step=3"])
-    assert err.value.key != "trainer.v1.separate_async.parameter_sync_step"
+    cfg = build_config(ASYNC[:-1] + ["trainer.v1.trainer_mode=colocate_async",
+                                     "trainer.v1.separate_async.parameter_sync_step=3"])
+    assert cfg.trainer.v1.trainer_mode == "colocate_async"
 
 
 @pytest.mark.parametrize("threshold", [0, -1])
@@ -107,22 +105,25 @@ def test_what_the_async_driver_does_not_cover_yet_is_refused_naming_the_mode(mod
     assert err.value.key == "trainer.v1.trainer_mode" and words in str(err.value) and err.value.fix
 
 
-def test_async_modes_turn_token_tis_on_and_static_decode_unless_chosen():
-    """check_trainer_mode on a resolved sync config switched to async (the refusal of unbuilt modes aside)."""
-    from engine.config import trainer_mode
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_async_modes_turn_token_tis_on_and_static_decode_unless_chosen(mode):
+    cfg = build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}"])
+    rc = cfg.algorithm.rollout_correction
+    assert rc.rollout_is == "token" and rc.rollout_is_threshold == 2.0  # verl's decoupled token TIS
+    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf["decode"] == "static"
+    chosen = build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}", "algorithm.rollout_correction.rollout_rs=token_k1",
+                                   "algorithm.rollout_correction.rollout_rs_threshold=2"])
+    assert chosen.algorithm.rollout_correction.rollout_is is None  # the user's choice stands
+    bypass = build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}", "algorithm.rollout_correction.bypass_mode=True"])
+    assert bypass.algorithm.rollout_correction.rollout_is is None  # the old log-probs are the behaviour's
 
-    cfg = build_config(ASYNC)
-    cfg.trainer.v1.trainer_mode = "colocate_async"
-    built, trainer_mode.ASYNC_BUILT = trainer_mode.ASYNC_BUILT, True
-    try:
-        check_trainer_mode(cfg, 1)
-        rc = cfg.algorithm.rollout_correction
-        assert rc.rollout_is == "token" and rc.rollout_is_threshold == 2.0  # verl's decoupled token TIS
-        assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf["decode"] == "static"
-        chosen = build_config(ASYNC + ["algorithm.rollout_correction.rollout_rs=token_k1",
-                                       "algorithm.rollout_correction.rollout_rs_threshold=2"])
-        chosen.trainer.v1.trainer_mode = "colocate_async"
-        check_trainer_mode(chosen, 1)
-        assert chosen.algorithm.rollout_correction.rollout_is is None  # the user's choice stands
-    finally:
-        trainer_mode.ASYNC_BUILT = built
+
+def test_a_resolved_async_config_resolves_again_unchanged():
+    cfg = build_config(ASYNC + ["trainer.v1.trainer_mode=colocate_async"])
+    again = build_config(base=cfg.model_dump())
+    assert again.model_dump() == cfg.model_dump()
+
+
+def test_the_legacy_trainer_ignores_v1_as_verl_does():
+    cfg = build_config(ASYNC + ["trainer.use_v1=False", "trainer.v1.trainer_mode=colocate_async"])
+    assert cfg.algorithm.rollout_correction.rollout_is is None  # synchronous: nothing turned on

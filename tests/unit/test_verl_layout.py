@@ -120,13 +120,14 @@ def test_verl_09_synchronous_trainer_switches_resolve(args):
 
 
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_the_asynchronous_trainer_modes_are_refused_naming_the_key(mode):
-    with pytest.raises(ConfigError, match=f"trainer.v1.trainer_mode={mode} is not supported") as err:
-        build_config([f"trainer.v1.trainer_mode={mode}", "data.train_batch_size=8",
-                      "actor_rollout_ref.actor.ppo_mini_batch_size=2"])
-    assert "trainer.v1.trainer_mode=sync" in str(err.value)
-    with pytest.raises(ConfigError, match="trainer.v1.trainer_mode"):  # the API's payloads: the same schema
-        build_config(base={"trainer": {"use_v1": True, "v1": {"trainer_mode": mode}}})
+def test_the_asynchronous_trainer_modes_resolve(mode):
+    """Their checks and refusals: tests/unit/test_config_async.py."""
+    args = ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "trainer.v1.separate_async.parameter_sync_step=4"]
+    assert build_config([f"trainer.v1.trainer_mode={mode}"] + args).trainer.v1.trainer_mode == mode
+    cfg = build_config(base={"trainer": {"use_v1": True, "v1": {"trainer_mode": mode}},  # the API's payloads
+                             "data": {"train_batch_size": 8}, "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 2}}})
+    assert cfg.trainer.v1.trainer_mode == mode
 
 
 def test_verl_09_dapo_reward_keys_resolve():

@@ -1,0 +1,185 @@
+"""The async modes' driver (trainer.v1.trainer_mode = colocate_async | separate_async): a rollout thread generates
+the next batches on the behaviour policy (a copy of the actor on each worker, behaviour.py) while the trainer
+updates on the current one. The design and what is not built yet: engine/trainer/ASYNC.md.
+
+Producer (`RolloutAhead`, its own thread): for step t it pulls the prompts, waits until it may start (at most
+`ahead` batches beyond the step the trainer asked for, and version t - 1 - ahead published), generates with exactly
+that version and stamps every token with it. Consumer (`AsyncPPOTrainer`, the main thread): the sync loop, taking
+each batch from the producer instead of generating, and publishing the actor's weights after each update. With
+ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the trainer waits: the sync trainer's order.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from engine.protocol import Batch
+from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.ppo_trainer import PPOTrainer
+from engine.trainer.roles import StepLog
+
+
+@dataclass
+class Produced:
+    prompts: Batch  # as the loader gave them (the trainer's loop reads their epoch)
+    loader_state: dict  # the loader's state before these prompts: a checkpoint resumes by reissuing them
+    batch: Batch | None = None  # the generated answers, once done
+    metrics: dict = field(default_factory=dict)  # the workers' metrics of the generation
+    version: int = -1
+
+
+class RolloutAhead:
+    """The producer thread and the hand-over, under one condition variable (no sleeps, no polling)."""
+
+    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int):
+        self.trainer, self.loader, self.ahead = trainer, loader, ahead
+        self.start_version = start_step  # the weights at start: the actor after start_step updates
+        self.cond = threading.Condition()
+        self.items: dict[int, Produced] = {}  # step -> its batch (pulled, then generated)
+        self.requested = start_step  # the last step the trainer asked for
+        self.published = start_step - 1  # the newest version published to the behaviour policy
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="rlstudio-rollout-ahead", daemon=True)
+
+    def version_for(self, step: int) -> int:
+        """The exact weights step `step`'s batch is generated with: `ahead` versions behind on-policy."""
+        return max(self.start_version, step - 1 - self.ahead)
+
+    # ---- the trainer's side (main thread) ------------------------------------------------------------
+    def publish(self, version: int) -> None:
+        with self.cond:
+            self.published = max(self.published, version)
+            self.cond.notify_all()
+
+    def prompts(self, step: int) -> Produced:
+        """Ask for step `step`'s batch; returns once its prompts are pulled (the answers may still be coming)."""
+        with self.cond:
+            self.requested = max(self.requested, step)
+            self.cond.notify_all()
+            self._wait(lambda: step in self.items)
+            return self.items[step]
+
+    def take(self, step: int) -> Produced:
+        """Step `step`'s generated batch (waits for it); it leaves the producer's books."""
+        with self.cond:
+            self._wait(lambda: step in self.items and self.items[step].batch is not None)
+            return self.items.pop(step)
+
+    def loader_state(self) -> dict:
+        """The loader's state as training has consumed it: before the oldest batch not yet trained."""
+        with self.cond:
+            pending = sorted(self.items)
+            return dict(self.items[pending[0]].loader_state) if pending else self.loader.state_dict()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join()
+
+    def _wait(self, ready) -> None:
+        while not ready():
+            if self.error is not None:
+                raise RuntimeError(f"the rollout thread failed: {type(self.error).__name__}: {self.error}") \
+                    from self.error
+            if not self.thread.is_alive():
+                raise RuntimeError("the rollout thread stopped before producing the batch asked for")
+            self.cond.wait()
+
+    # ---- the producer (its own thread) ---------------------------------------------------------------
+    def _run(self) -> None:
+        step = self.requested + 1
+        try:
+            while True:
+                version = self.version_for(step)
+                with self.cond:
+                    while not self.stopping and not (staleness.may_start(step, version, self.ahead)
+                                                     and self.requested >= step - self.ahead
+                                                     and self.published >= version):
+                        self.cond.wait()
+                    if self.stopping:
+                        return
+                    state = self.loader.state_dict()
+                    item = Produced(next(self.loader), state, version=version)
+                    self.items[step] = item
+                    self.cond.notify_all()
+                grouped = self.trainer.group_prompts(item.prompts)
+                grouped.info["global_step"] = step
+                batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=version)
+                batch.tensors[versions.KEY] = versions.stamp(batch["responses"], version)
+                with self.cond:
+                    item.batch, item.metrics = batch, metrics
+                    self.cond.notify_all()
+                step += 1
+        except BaseException as exc:  # noqa: BLE001 - handed to the trainer, which raises it with the cause
+            with self.cond:
+                self.error = exc
+                self.cond.notify_all()
+
+
+class _LoaderView:
+    """What the trainer's loop sees as its loader: the producer's prompts, in order, and the loader state of what
+    was trained (so a checkpoint's resume reissues the prompts still in flight)."""
+
+    def __init__(self, trainer: "AsyncPPOTrainer", loader):
+        self.trainer, self.loader = trainer, loader
+
+    def __next__(self) -> Batch:
+        return self.trainer.producer_for_next().prompts
+
+    def state_dict(self) -> dict:
+        producer = self.trainer.producer
+        return producer.loader_state() if producer is not None else self.loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.trainer.producer is not None:
+            raise RuntimeError("the loader's state can only be loaded before the rollout thread starts")
+        self.loader.load_state_dict(state)
+
+
+class AsyncPPOTrainer(PPOTrainer):
+    """The PPO/GRPO loop of the async modes: PPOTrainer's step on batches the rollout thread generated ahead."""
+
+    def __init__(self, cfg, tokenizer, train_loader, *args, **kwargs):
+        super().__init__(cfg, tokenizer, _LoaderView(self, train_loader), *args, **kwargs)
+        self.loader = train_loader
+        self.settings = staleness.AsyncSettings.from_config(cfg)
+        self.producer: RolloutAhead | None = None
+        self.wg.all_call("behaviour_init")
+
+    def producer_for_next(self) -> Produced:
+        if self.producer is None:  # first batch, after any resume: the weights now are the first version
+            self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step)
+            self.wg.all_call("behaviour_publish", self.global_step)
+            self.producer.publish(self.global_step)
+            self.producer.thread.start()
+        return self.producer.prompts(self.global_step + 1)
+
+    def generate(self, prompts: Batch, log: StepLog) -> Batch:
+        item = self.producer.take(self.global_step)
+        log.add_worker_metrics(item.metrics)
+        batch = item.batch
+        batch.info["global_step"] = self.global_step
+        oldest, _ = versions.trajectory_versions(batch[versions.KEY], batch["response_mask"])
+        stale = staleness.stale_groups(self.global_step, oldest.tolist(), self.settings.threshold)
+        if stale:  # the producer's gate makes this impossible; evicting and refilling comes with partial rollout
+            raise RuntimeError(f"step {self.global_step}: {len(stale)} trajectories are older than "
+                               f"trainer.v1.sampler.max_off_policy_threshold={self.settings.threshold}")
+        return batch
+
+    def train_step(self, prompts: Batch):
+        metrics, samples = super().train_step(prompts)
+        # the actor after this step's update is version global_step: the rollout may now use it
+        published = self.wg.all_call("behaviour_publish", self.global_step)
+        self.producer.publish(self.global_step)
+        metrics["timing_s/update_weights"] = max(m["timing_s/update_weights"] for m in published)
+        return metrics, samples
+
+    def fit(self) -> None:
+        try:
+            super().fit()
+        finally:
+            if self.producer is not None:
+                self.producer.stop()

@@ -1,0 +1,71 @@
+"""The async trainer modes on the tiny model, in this process (engine.train, one CPU worker, fp32): with the strict
+threshold (max_off_policy_threshold=1: on-policy) an async run's losses and metrics equal the sync run's step for
+step; with the rollout one batch ahead every token carries the version that produced it and verl's staleness
+metrics say so (issue 29)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.integration.helpers import base_args
+
+SMALL = {"algorithm.adv_estimator": "grpo", "trainer.n_gpus_per_node": 1, "data.train_batch_size": 4,
+         "actor_rollout_ref.rollout.n": 2, "actor_rollout_ref.actor.ppo_mini_batch_size": 2,
+         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4, "trainer.total_training_steps": 3,
+         "trainer.val_before_train": "False", "trainer.test_freq": 2, "data.val_max_samples": 8,
+         "trainer.logger": "[console]", "trainer.save_freq": -1,
+         # what the async modes turn on by default, set here for the sync run too: static decode (the rollout's
+         # log-probs) and verl's decoupled token TIS
+         "+actor_rollout_ref.rollout.engine_kwargs.hf.decode": "static",
+         "algorithm.rollout_correction.rollout_is": "token"}
+# differ between any two runs (wall time, throughput) or describe the mode itself
+VARIABLE = ("timing_s/", "perf/", "memory/", "throughput", "timing_per_token")
+
+
+def _train(tiny_model, arith_data, out, **extra):
+    from engine import train
+
+    return train(base_args(tiny_model, arith_data, out, **{**SMALL, **extra}))
+
+
+def _comparable(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not any(p in k for p in VARIABLE)}
+
+
+@pytest.mark.slow  # two 3-step engine runs
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode):
+    sync = _train(tiny_model, arith_data, tmp_path / "sync")
+    strict = _train(tiny_model, arith_data, tmp_path / mode, **{
+        "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 1,
+        "trainer.v1.separate_async.parameter_sync_step": 2})  # 4 = 2 × 2
+    assert sorted(sync.metrics) == sorted(strict.metrics) == [1, 2, 3]
+    for step in (1, 2, 3):
+        a, b = _comparable(sync.metrics[step]), _comparable(strict.metrics[step])
+        assert set(a) == set(b), f"step {step}: keys only in one run: {set(a) ^ set(b)}"
+        assert "val-core/arith/reward/mean@1" in a or step == 1  # validation ran between steps (test_freq=2)
+        differ = {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
+        assert not differ, f"step {step}: sync vs {mode} (threshold 1): {differ}"
+        assert a["training/off_policy/trajectory_staleness/max"] == 0 and a["training/off_policy/trajectory_spans/max"] == 1
+    assert "timing_s/update_weights" in strict.metrics[1]  # the behaviour policy got the weights after each update
+
+
+@pytest.mark.slow  # one 3-step engine run
+def test_one_batch_ahead_trains_on_the_previous_version_and_says_so(tiny_model, arith_data, tmp_path):
+    run = _train(tiny_model, arith_data, tmp_path / "ahead", **{
+        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.colocate_async.num_warmup_batches": 1})
+    staleness = {s: run.metrics[s]["training/off_policy/trajectory_staleness/max"] for s in (1, 2, 3)}
+    # step 1 trains on the initial weights (version 0, on-policy); step 2's batch was generated with version 0
+    # while step 1 trained, step 3's with version 1 while step 2 trained: one version behind
+    assert staleness == {1: 0, 2: 1, 3: 1}
+    for s in (1, 2, 3):
+        m = run.metrics[s]
+        assert m["training/off_policy/trajectory_spans/max"] == 1  # no weight update mid-answer (no partial rollout)
+        assert m["training/off_policy/trajectory_staleness_worst/min"] == staleness[s]
+        assert math.isfinite(m["actor/pg_loss"]) and "rollout_corr/rollout_is_mean" in m  # token TIS by default
+    # the behaviour policy really is a version behind: on-policy at step 1 the rollout's and the actor's token
+    # probabilities agree to rounding; at steps 2 and 3 they differ by the last update
+    assert run.metrics[1]["training/rollout_probs_diff_max"] < 1e-5
+    assert run.metrics[2]["training/rollout_probs_diff_max"] > 1e-3 and run.metrics[3]["training/rollout_probs_diff_max"] > 1e-3
