@@ -471,7 +471,7 @@ class TrainerV1Config(Section):
     trainer_mode: Literal["sync", "colocate_async", "separate_async"] = Field(
         "sync", description="verl 0.9's v1 trainer mode. sync: generate, then update, step after step; "
                             "colocate_async / separate_async: the rollout generates the next batches on its own copy "
-                            "of the policy while the current batch trains (engine/trainer/async_/README.md).")
+                            "of the policy while the current batch trains (engine/trainer/ASYNC.md).")
     colocate_async: V1ColocateAsyncConfig = Field(default_factory=V1ColocateAsyncConfig)
     separate_async: V1SeparateAsyncConfig = Field(default_factory=V1SeparateAsyncConfig)
     sampler: V1SamplerConfig = Field(default_factory=V1SamplerConfig)
