@@ -69,3 +69,41 @@ def test_one_batch_ahead_trains_on_the_previous_version_and_says_so(tiny_model, 
     # probabilities agree to rounding; at steps 2 and 3 they differ by the last update
     assert run.metrics[1]["training/rollout_probs_diff_max"] < 1e-5
     assert run.metrics[2]["training/rollout_probs_diff_max"] > 1e-3 and run.metrics[3]["training/rollout_probs_diff_max"] > 1e-3
+
+
+def _samples(out) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow  # three short engine runs
+def test_a_resume_reissues_the_prompts_that_were_in_flight(tiny_model, arith_data, tmp_path):
+    ahead = {"trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+             "trainer.logger": "[console,file]"}
+    whole = _train(tiny_model, arith_data, tmp_path / "whole", **ahead)
+    _train(tiny_model, arith_data, tmp_path / "cut", **ahead, **{"trainer.total_training_steps": 2,
+                                                                 "trainer.save_freq": 2})
+    resumed = _train(tiny_model, arith_data, tmp_path / "cut", **ahead)  # the same directory: resumes at step 2
+    assert sorted(resumed.metrics) == [3]
+
+    def prompts(out, step):
+        return sorted(s["prompt_index"] for s in _samples(out) if s["step"] == step and s["split"] == "train")
+
+    # step 3's prompts were pulled (and maybe generated) before step 2's checkpoint; the resume asks for them again
+    assert prompts(tmp_path / "cut", 3) == prompts(tmp_path / "whole", 3) and len(prompts(tmp_path / "whole", 3)) == 8
+    # generated again, with the resumed weights: on-policy at the first step after the resume
+    assert resumed.metrics[3]["training/off_policy/trajectory_staleness/max"] == 0
+    assert whole.metrics[3]["training/off_policy/trajectory_staleness/max"] == 1
+
+
+@pytest.mark.slow  # one short engine run
+def test_bypass_mode_takes_the_rollouts_log_probs_as_the_old_ones(tiny_model, arith_data, tmp_path):
+    run = _train(tiny_model, arith_data, tmp_path / "bypass", **{
+        "algorithm.rollout_correction.rollout_is": "null", "algorithm.rollout_correction.bypass_mode": "True",
+        "trainer.total_training_steps": 2})
+    for step in (1, 2):
+        m = run.metrics[step]
+        assert "timing_s/old_log_prob" not in m  # no old-log-prob pass
+        assert m["training/rollout_probs_diff_max"] == 0.0  # old log-probs = the rollout's, exactly
+        assert math.isfinite(m["actor/pg_loss"])

@@ -1,0 +1,137 @@
+"""The async driver's hand-over (engine/trainer/asynchronous/driver.py, RolloutAhead) against a worker group that
+records what it was asked: which exact version each step's batch is generated with, that the rollout never runs
+further ahead than allowed, the loader state a checkpoint keeps, and that a rollout failure reaches the trainer
+with its cause. Every wait is for a state (the producer's condition variable), none for a timer."""
+from __future__ import annotations
+
+
+import pytest
+import torch
+
+from engine.protocol import Batch
+from engine.trainer.asynchronous.driver import RolloutAhead
+from engine.trainer.asynchronous.versions import KEY
+
+
+class Loader:
+    def __init__(self):
+        self.position = 0
+
+    def __next__(self):
+        self.position += 1
+        return Batch({"input_ids": torch.full((2, 3), self.position)}, info={"epoch": 0})
+
+    def state_dict(self):
+        return {"position": self.position}
+
+
+class Group:
+    """Generates instantly; records (step, version, the step the trainer had asked for) per call."""
+
+    def __init__(self, producer_box, fail_at=None):
+        self.calls, self.box, self.fail_at = [], producer_box, fail_at
+
+    def dp_call(self, method, batch, version):
+        assert method == "behaviour_generate"
+        step = batch.info["global_step"]
+        self.calls.append((step, version, self.box[0].requested))
+        if step == self.fail_at:
+            raise ValueError(f"planted failure at step {step}")
+        return Batch({"responses": batch["input_ids"], "response_mask": torch.ones_like(batch["input_ids"])}), {}
+
+
+class Trainer:
+    def __init__(self, fail_at=None):
+        self.box = [None]
+        self.wg = Group(self.box, fail_at)
+
+    def group_prompts(self, prompts):
+        return Batch(dict(prompts.tensors), dict(prompts.meta), dict(prompts.info))
+
+
+def _producer(ahead, fail_at=None, start_step=0):
+    trainer = Trainer(fail_at)
+    producer = RolloutAhead(trainer, Loader(), ahead=ahead, start_step=start_step)
+    trainer.box[0] = producer
+    producer.publish(start_step)
+    producer.thread.start()
+    return producer, trainer
+
+
+def _train_steps(producer, steps, start_step=0):
+    """The trainer's side: ask, take, 'update', publish — as AsyncPPOTrainer does."""
+    taken = []
+    for step in range(start_step + 1, start_step + steps + 1):
+        producer.prompts(step)
+        item = producer.take(step)
+        taken.append((step, item.version, int(item.batch[KEY].unique().item())))
+        producer.publish(step)
+    return taken
+
+
+def test_strict_generates_each_batch_on_request_with_the_newest_weights():
+    producer, trainer = _producer(ahead=0)
+    try:
+        taken = _train_steps(producer, 4)
+    finally:
+        producer.stop()
+    assert taken == [(1, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3)]  # on-policy: step t on version t - 1
+    # each batch started only once the trainer asked for its step: the sync trainer's order
+    assert all(asked >= step for step, _, asked in trainer.wg.calls)
+
+
+def test_one_ahead_uses_exactly_the_version_one_behind():
+    producer, trainer = _producer(ahead=1)
+    try:
+        taken = _train_steps(producer, 4)
+    finally:
+        producer.stop()
+    assert taken == [(1, 0, 0), (2, 0, 0), (3, 1, 1), (4, 2, 2)]
+    assert all(asked >= step - 1 for step, _, asked in trainer.wg.calls)  # never more than one batch ahead
+
+
+def test_after_a_resume_the_first_versions_are_the_resumed_weights():
+    producer, _ = _producer(ahead=2, start_step=5)
+    try:
+        taken = _train_steps(producer, 3, start_step=5)
+    finally:
+        producer.stop()
+    assert taken == [(6, 5, 5), (7, 5, 5), (8, 5, 5)]
+
+
+def test_the_loader_state_is_before_the_oldest_batch_not_trained():
+    producer, _ = _producer(ahead=1)
+    try:
+        producer.prompts(1)
+        producer.take(1)
+        producer.publish(1)
+        producer.prompts(2)  # pulled (the loader has moved past it)
+        assert producer.loader_state() == {"position": 1}  # a resume pulls step 2's prompts again
+        producer.take(2)
+        producer.prompts(3)
+        assert producer.loader_state() == {"position": 2}
+    finally:
+        producer.stop()
+
+
+def test_a_rollout_failure_reaches_the_trainer_with_its_cause():
+    producer, _ = _producer(ahead=1, fail_at=2)
+    try:
+        producer.prompts(1)
+        producer.take(1)
+        producer.publish(1)
+        with pytest.raises(RuntimeError, match="rollout thread failed: ValueError: planted failure at step 2") as err:
+            producer.prompts(2)
+            producer.take(2)
+        assert isinstance(err.value.__cause__, ValueError)
+    finally:
+        producer.stop()
+    assert not producer.thread.is_alive()
+
+
+def test_stop_ends_a_producer_waiting_for_weights():
+    producer, _ = _producer(ahead=0)
+    producer.prompts(1)
+    producer.take(1)
+    producer.stop()  # it waits for step 2's request and version 1, which never come
+    assert not producer.thread.is_alive()
