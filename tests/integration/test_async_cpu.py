@@ -107,3 +107,27 @@ def test_bypass_mode_takes_the_rollouts_log_probs_as_the_old_ones(tiny_model, ar
         assert "timing_s/old_log_prob" not in m  # no old-log-prob pass
         assert m["training/rollout_probs_diff_max"] == 0.0  # old log-probs = the rollout's, exactly
         assert math.isfinite(m["actor/pg_loss"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # an engine run through Ray
+def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny_model, arith_data, tmp_path):
+    import json
+
+    from tests.integration.helpers import run_engine
+
+    import torch
+
+    sync = _train(tiny_model, arith_data, tmp_path / "sync")
+    out = tmp_path / "ray"
+    # the Ray worker gets this process's CPU threads (the in-process run's), so the kernels split work alike
+    args = base_args(tiny_model, arith_data, out, **{**SMALL, "trainer.logger": "[console,file]", "ray_init.mode": "ray",
+                                                     "ray_init.num_cpus": torch.get_num_threads(),
+                                                     "trainer.v1.trainer_mode": "colocate_async",
+                                                     "trainer.v1.sampler.max_off_policy_threshold": 1})
+    result = run_engine(args, tmp_path, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records = {r["step"]: r["data"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
+    for step in (1, 2, 3):
+        for key in ("actor/pg_loss", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
+            assert records[step][key] == pytest.approx(sync.metrics[step][key], rel=1e-5, abs=1e-7), (step, key)
