@@ -69,6 +69,9 @@ def test_one_batch_ahead_trains_on_the_previous_version_and_says_so(tiny_model, 
     # probabilities agree to rounding; at steps 2 and 3 they differ by the last update
     assert run.metrics[1]["training/rollout_probs_diff_max"] < 1e-5
     assert run.metrics[2]["training/rollout_probs_diff_max"] > 1e-3 and run.metrics[3]["training/rollout_probs_diff_max"] > 1e-3
+    # the rollout's weight check reports after each new version only: step 2's batch reused version 0, so it moved
+    # nothing and must not read as an actor that stopped moving
+    assert "rollout/actor_weight_change" in run.metrics[3] and "rollout/actor_weight_change" not in run.metrics[2]
 
 
 def _samples(out) -> list[dict]:

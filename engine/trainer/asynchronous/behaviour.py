@@ -60,8 +60,14 @@ class BehaviourPolicy:
         start = time.perf_counter()
         out = self.rollout.generate(batch, validate=False)
         metrics["timing_s/gen_worker"] = time.perf_counter() - start
-        if hasattr(self.rollout, "take_freshness"):  # the static decoder's check that it decoded the loaded weights
-            metrics.update(self.rollout.take_freshness())
+        if hasattr(self.rollout, "take_freshness"):
+            # the static decoder's check that it decoded the weights just loaded (rollout/weights_stale, and
+            # rollout/actor_weight_change: how far they moved since the last load), reported after each load only:
+            # a batch on a version already used (the rollout ahead, early on) moved nothing and says nothing about
+            # the actor (the server's actor-not-moving check reads the change)
+            fresh = self.rollout.take_freshness()
+            if state is not None:
+                metrics.update(fresh)
         return out, metrics
 
 
