@@ -10,7 +10,7 @@ from backend.client.api import Client
 from backend.models import RunPublic
 
 # what a results table shows unless told otherwise: held-out reward per data source, and the training score
-DEFAULT_METRICS = (r"val-core/.+/reward/mean@\d+", r"critic/score/mean")
+DEFAULT_METRICS = (r"val-core/.+/(acc|reward)/mean@\d+", r"critic/score/mean")
 
 
 def split_top_level(value: str) -> list[str]:

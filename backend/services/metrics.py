@@ -296,12 +296,13 @@ def latest(*, session: Session, run_id: int, key_list: list[str] | None = None) 
 
 
 VAL_PREFIX = "val-core/"
-VAL_SCORE = re.compile(r"^val-core/.+/reward/mean@\d+$")
+# verl puts `acc` under val-core when the reward function returns it, else `reward`; best@/maj@/std@ are not scores
+VAL_SCORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
 
 
 def held_out(*, session: Session, run_ids: list[int]) -> dict[int, dict]:
     """Each run's latest held-out score (`val_score`, `val_score_key`, `val_score_step`; runs that logged no
-    `val-core/` key are left out): the latest finite value of its first `val-core/<source>/reward/mean@N` key, else
+    `val-core/` key are left out): the latest finite value of its first `val-core/<source>/(acc|reward)/mean@N` key, else
     of its first `val-core/` key. One query for the keys (on SQLite the buckets' top level: a row per series),
     then one index lookup per run."""
     keys: dict[int, list[str]] = {}

@@ -132,7 +132,7 @@ def test_run_list_carries_the_latest_held_out_score(client):
 
     from backend.models import Event
 
-    a, b, c = (external_run(client, name=n) for n in ("a", "b", "c"))
+    a, b, c, d = (external_run(client, name=n) for n in ("a", "b", "c", "d"))
     mean_key = "val-core/arith/reward/mean@1"
     points = [{"key": "critic/score/mean", "step": s, "value": 0.3} for s in (1, 2, 3)]
     points += [{"key": "val-core/arith/reward/best@4/mean", "step": 3, "value": 0.9},  # sorts first, not the score
@@ -145,7 +145,12 @@ def test_run_list_carries_the_latest_held_out_score(client):
     client.post(f"{API}/runs/{b['id']}/metrics", headers=auth(b), json={"series": [
         {"key": "val-core/gsm8k/acc", "steps": [5, 9], "values": [0.1, 0.4]},
         {"key": "val-core0", "steps": [9], "values": [7]}]})
+    # a reward function that returns acc: verl's val-core holds acc, whose best@N sorts before mean@N
+    client.post(f"{API}/runs/{d['id']}/metrics", headers=auth(d), json={"series": [
+        {"key": "val-core/gsm8k/acc/best@4/mean", "steps": [5], "values": [0.8]},
+        {"key": "val-core/gsm8k/acc/mean@4", "steps": [5], "values": [0.35]}]})
     got = {r["id"]: r for r in client.get(f"{API}/runs").json()["data"]}
+    assert (got[d["id"]]["val_score"], got[d["id"]]["val_score_key"]) == (0.35, "val-core/gsm8k/acc/mean@4")
     assert (got[a["id"]]["val_score"], got[a["id"]]["val_score_key"], got[a["id"]]["val_score_step"]) == (0.565, mean_key, 2)
     assert (got[b["id"]]["val_score"], got[b["id"]]["val_score_key"], got[b["id"]]["val_score_step"]) == (0.4, "val-core/gsm8k/acc", 9)
     assert (got[c["id"]]["val_score"], got[c["id"]]["val_score_key"]) == (None, None)
@@ -154,7 +159,8 @@ def test_run_list_carries_the_latest_held_out_score(client):
     with Session(client.app.state.engine) as session:
         feed = [e.data for e in session.exec(select(Event).where(Event.channel == "runs", Event.kind == "progress"))
                 if "val_score" in e.data]
-    assert [(e["id"], e["val_score"]) for e in feed] == [(a["id"], 0.565), (a["id"], 0.565), (b["id"], 0.4)]
+    assert [(e["id"], e["val_score"]) for e in feed] == [(a["id"], 0.565), (a["id"], 0.565), (b["id"], 0.4),
+                                                        (d["id"], 0.35)]
 
 
 # ------------------------------------------------------------------------------------------ metrics

@@ -89,10 +89,10 @@ export function RunsPage() {
   const sort = parseRunSort(params.get("sort"));
   const trainScore = (id: number) => lastFinite(seriesByRun.get(id)?.["critic/score/mean"])?.value ?? null;
   const rows = sortRuns(runs.data?.data ?? [], sort, (r, c) => (c === "val" ? r.val_score : trainScore(r.id)));
-  // the held-out key(s) the column shows: each run's first val-core/<source>/reward/mean@N key
+  // the held-out key(s) the column shows: each run's first val-core/<source>/(acc|reward)/mean@N key
   const valKeys = [...new Set(rows.map((r) => r.val_score_key).filter((k): k is string => !!k))];
   const valTitle = valKeys.length === 1 ? `latest held-out score: ${valKeys[0]}`
-    : `latest held-out score: each run's first val-core/<source>/reward/mean@N key${valKeys.length ? ` (${valKeys.join(", ")}); hover a value for its key` : ""}`;
+    : `latest held-out score: each run's first val-core/<source>/(acc|reward)/mean@N key${valKeys.length ? ` (${valKeys.join(", ")}); hover a value for its key` : ""}`;
   const sortHeader = (column: RunSortColumn, label: string, title: string) => {
     const active = sort?.column === column;
     return (
