@@ -162,10 +162,7 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
             walls[key] = pts[-1][2]
     if not points:
         return None
-    lock = _run_lock(session, run.id)
-    row = _state(session, run.id)
-    data = row.data
-    ctx = data.setdefault("ctx", _context(run))
+    lock, row, data, ctx = _open_state(session, run)
     seen = data.setdefault("seen", {})
     newest = None
     for key in list(points):
@@ -187,6 +184,13 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
         if moving is not None:
             judged.append(moving)
     return Pending(row, _advance_all(row, judged), lock)
+
+
+def _open_state(session: Session, run: Run):
+    """The run's lock (held until `release`), its stored state row, that row's data and the run's context."""
+    lock = _run_lock(session, run.id)
+    row = _state(session, run.id)
+    return lock, row, row.data, row.data.setdefault("ctx", _context(run))
 
 
 def on_metrics(session: Session, run: Run, rows, series=None) -> None:
@@ -214,10 +218,7 @@ def judge_samples(session: Session, run: Run, samples) -> Pending | None:
     answers = [_answer(s) for s in samples if s.split == "train"]
     if not answers:
         return None
-    lock = _run_lock(session, run.id)
-    row = _state(session, run.id)
-    data = row.data
-    ctx = data.setdefault("ctx", _context(run))
+    lock, row, data, ctx = _open_state(session, run)
     judged, finished = sample_checks.judge(data.setdefault("answers", {}), answers, ctx)
     return Pending(row, _advance_all(row, judged), lock, finished)
 
