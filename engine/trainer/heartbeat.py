@@ -6,8 +6,8 @@ change, none while a phase runs, so the cost is a few small messages per step wh
 
 Phases (their names are the `timing_s/<name>` keys where one exists): `load_checkpoint` (resume), `gen`,
 `gen_max` (REMAX's greedy baseline), `reward`, `old_log_prob`, `ref`, `values`, `adv`, `update_critic`,
-`update_actor` (with vLLM it ends with the weight sync into the rollout engine, on the workers:
-`timing_s/sync_weights`), `validation`, `save_checkpoint`, `save_checkpoint_wait` (waiting for a background write),
+`update_actor`, `sync_weights` (vLLM: the actor's weights streamed into the rollout engine, and checked),
+`validation`, `save_checkpoint`, `save_checkpoint_wait` (waiting for a background write),
 `export_hf_model`. A logger that has `log_phase(phase, step)` receives them (engine/loggers/base.py); the dashboard
 logger sends them to the server (engine/loggers/dashboard.py).
 """

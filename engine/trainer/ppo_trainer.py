@@ -73,6 +73,8 @@ class PPOTrainer:
                                  and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0
                                  and not correction_enabled(alg.rollout_correction)  # it needs them first
                                  and not alg.rollout_correction.bypass_mode)  # old = the rollout's, as asked
+        # vLLM holds its own copy of the weights, streamed in after every update; the HF rollout uses the actor's
+        self.rollout_has_own_weights = cfg.actor_rollout_ref.rollout.name == "vllm"
         self.global_step = 0
         self.after_step = after_step_hook()  # RLSTUDIO_AFTER_STEP, or None
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
@@ -110,6 +112,9 @@ class PPOTrainer:
             if self.global_step >= cfg.trainer.critic_warmup:
                 with log.phase("update_actor"):
                     batch = self.actor.update(batch, log)
+                if self.rollout_has_own_weights:  # its own phase: a hung sync is named as one
+                    with log.phase("sync_weights"):
+                        self.rollout.sync_weights(log)
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
         return self.step_metrics(batch, log, reward), samples
 

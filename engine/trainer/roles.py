@@ -59,6 +59,12 @@ class RolloutRole(_Role):
         """Sample responses (rollout.val_kwargs when `validate`); returns the prompts with their responses."""
         return self._call("generate_sequences", prompts, log, validate=validate)
 
+    def sync_weights(self, log: StepLog | None = None) -> None:
+        """The rollout engine takes the actor's current weights (an engine with its own copy: vLLM)."""
+        for metrics in self.group.all_call("sync_rollout_weights"):
+            if log is not None:
+                log.add_worker_metrics(metrics)
+
 
 class ActorRole(_Role):
     def compute_log_prob(self, batch: Batch, log: StepLog) -> Batch:

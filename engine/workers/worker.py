@@ -369,18 +369,21 @@ class TrainWorker:
             metrics, produced = self.actor.update_policy(self._local(batch))
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
-        self._sync_rollout_weights(metrics)
         return produced.cpu(), metrics
+
+    def sync_rollout_weights(self) -> dict:
+        """After an update: the rollout engine's copy of the weights made the actor's again (vLLM; a no-op for
+        the HF rollout), then checked. A call of its own so that the driver's heartbeat names it."""
+        metrics: dict = {}
+        self._sync_rollout_weights(metrics)
+        return metrics
 
     # ---- rollout weight sync (vLLM): the engine holds its own copy of the weights --------------------
     def _sync_rollout_weights(self, metrics: dict | None = None) -> None:
         """Stream the actor's current weights into the rollout engine (collective); no-op for HF."""
         if not hasattr(self.rollout, "sync_weights"):
             return
-        start = time.perf_counter()
-        self.rollout.sync_weights()
-        if metrics is not None:
-            metrics["timing_s/sync_weights"] = [time.perf_counter() - start]
+        self.rollout.sync_weights()  # timed by the driver's sync_weights phase
         if getattr(self, "freshness", None) is not None:
             start = time.perf_counter()
             checked = self.freshness()  # collective

@@ -60,6 +60,7 @@ def main(model: str, data: str, mode: str, device: str = "cpu") -> dict:
         adv = torch.randn(len(batch), 1, generator=gen).expand_as(batch["response_mask"]) * batch["response_mask"]
         update.tensors["advantages"] = adv.contiguous()
         _, metrics = worker.update_actor(update)
+        metrics |= worker.sync_rollout_weights()  # the driver's sync_weights phase
         if mode == "static":
             return {k: v for k, v in gen_metrics.items() if k.startswith("rollout/")}
         return {k: v[0] for k, v in metrics.items() if k.startswith("rollout/") or k == "timing_s/weight_check"}

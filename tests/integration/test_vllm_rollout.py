@@ -77,8 +77,15 @@ def test_grpo_trains_with_vllm_rollout(vllm_model, arith_data, tmp_path, workers
         "data.val_max_samples": 8,
         "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.rollout.dtype": "float32",
         "actor_rollout_ref.rollout.max_num_seqs": 64})
-    result = run_engine(args, tmp_path, timeout=600)
+    from tests.integration import phase_recorder
+
+    phases_file = tmp_path / "phases.txt"
+    result = run_engine(args, tmp_path, timeout=600, env=phase_recorder.hook_env(phases_file))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    # the heartbeat names the weight sync as a phase of its own, after the update (a hung sync is named as one)
+    step2 = phase_recorder.phases(phases_file, 2)
+    assert step2[:2] == ["gen", "reward"] and "sync_weights" in step2, step2
+    assert step2.index("sync_weights") == step2.index("update_actor") + 1, step2
     records = read_metrics(out)
     train = [r for r in records if "training/global_step" in r["data"]]
     assert [r["step"] for r in train] == [1, 2]

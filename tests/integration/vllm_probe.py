@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import torch
 
@@ -81,8 +82,10 @@ def main(model: str, data: str) -> dict:
     update = batch.select(["input_ids", "attention_mask", "position_ids", "responses", "response_mask"],
                           meta_keys=())
     update.tensors["advantages"] = adv.contiguous()
-    _, metrics = worker.update_actor(update)
-    result["sync_seconds"] = metrics.get("timing_s/sync_weights", [None])[0]
+    worker.update_actor(update)
+    start = time.perf_counter()
+    worker.sync_rollout_weights()  # what the driver's sync_weights phase calls after each update
+    result["sync_seconds"] = time.perf_counter() - start
 
     engine_after = worker.rollout_engine_state_dict()
     result["weights_diff_after"] = weight_diff(engine_after, actor_state())

@@ -11,15 +11,16 @@ describe("step-time breakdown", () => {
       ["timing_s/update_actor", s([1, 2], [2, 2])],
       ["timing_s/gen", s([1, 2], [5, 7])],
       ["timing_s/gen_worker", s([1, 2], [4.9, 6.9])], // inside gen: would count twice
-      ["timing_s/sync_weights", s([1, 2], [0.5, 0.5])], // inside update_actor
+      ["timing_s/weight_check", s([1, 2], [0.1, 0.1])], // inside sync_weights
+      ["timing_s/sync_weights", s([1, 2], [0.5, 0.5])], // a phase of its own, after update_actor
       ["timing_s/step", s([1, 2], [8, 10])],
       ["timing_s/save_checkpoint", s([2], [4])],
       ["actor/lr", s([1, 2], [1, 1])],
     ]))!;
-    expect(bd.segments.map((x) => x.phase)).toEqual(["gen", "update_actor", "other", "save_checkpoint"]);
+    expect(bd.segments.map((x) => x.phase)).toEqual(["gen", "update_actor", "sync_weights", "other", "save_checkpoint"]);
     expect(bd.x).toEqual([1, 2]);
     expect(bd.width).toBe(1);
-    expect(seg(bd, "other")!.seconds).toEqual([1, 1]);
+    expect(seg(bd, "other")!.seconds).toEqual([0.5, 0.5]);
     expect(seg(bd, "save_checkpoint")!.seconds).toEqual([0, 4]);
     expect(seg(bd, "save_checkpoint")!.afterStep).toBe(true);
     expect(bd.total).toEqual([8, 14]); // the step, and the step plus its checkpoint

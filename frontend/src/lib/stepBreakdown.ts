@@ -5,20 +5,21 @@
  *
  * What is stacked: the phases the trainer times inside `timing_s/step`, in pipeline order; "other", the part of
  * the step no phase accounts for (step − their sum); then what happens after the step's timer stops
- * (validation, checkpoint). Timers nested inside a phase (a worker's own share of `gen`, the weight sync inside
- * `update_actor`, verl's `generate_sequences`) are not stacked: they would count twice; without a
+ * (validation, checkpoint). Timers nested inside a phase (a worker's own share of `gen`, the weight check inside
+ * `sync_weights`, verl's `generate_sequences`) are not stacked: they would count twice; without a
  * `timing_s/step` to compute "other" from, every key but those is stacked as logged.
  */
 import type { Series } from "./series";
 
-export const STEP_PHASES = ["gen", "gen_max", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor"];
+export const STEP_PHASES = ["gen", "gen_max", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor",
+  "sync_weights"];
 export const AFTER_STEP = ["testing", "validation", "save_checkpoint", "save_checkpoint_wait"];
-const NESTED = /^(gen_worker|sync_weights|generate_sequences|generation_timing\/.*|update_weights|reshard)$/;
+const NESTED = /^(gen_worker|generate_sequences|generation_timing\/.*|update_weights|reshard|weight_check)$/;
 const PREFIX = "timing_s/";
 
 export const PHASE_COLORS: Record<string, string> = {
   gen: "#4c78a8", gen_max: "#9ecae9", reward: "#eeca3b", old_log_prob: "#72b7b2", ref: "#54a24b", values: "#b279a2",
-  adv: "#9d755d", update_critic: "#ff9da6", update_actor: "#e45756", other: "#bab0ac",
+  adv: "#9d755d", update_critic: "#ff9da6", update_actor: "#e45756", sync_weights: "#d67195", other: "#bab0ac",
   testing: "#f58518", validation: "#f58518", save_checkpoint: "#6f6a66", save_checkpoint_wait: "#a5a09b",
 };
 const SPARE_COLORS = ["#8cd17d", "#d4a6c8", "#86bcb6", "#f1ce63", "#499894", "#fabfd2"];

@@ -1,0 +1,39 @@
+"""An after-step hook (engine/trainer/hooks.py) that records the driver's heartbeat: with
+RLSTUDIO_AFTER_STEP=tests.integration.phase_recorder:record and RLSTUDIO_PHASES_FILE=PATH, every phase the trainer
+reports from step 2 on is appended to PATH as "STEP PHASE" (the hook first runs after step 1)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOOK = "tests.integration.phase_recorder:record"
+FILE_ENV = "RLSTUDIO_PHASES_FILE"
+
+
+def hook_env(path) -> dict[str, str]:
+    """A run's environment entries for this hook (the run's working directory is not the repository's)."""
+    from engine.trainer import AFTER_STEP_ENV
+
+    root = str(Path(__file__).resolve().parents[2])
+    return {AFTER_STEP_ENV: HOOK, FILE_ENV: str(path),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+
+
+def record(step: int, trainer=None) -> None:
+    if trainer is None or getattr(trainer, "_phases_recorded", False):
+        return
+    path, report = os.environ[FILE_ENV], trainer.heartbeat.enter
+
+    def recording(phase: str, at_step: int) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{at_step} {phase}\n")
+        report(phase, at_step)
+
+    trainer.heartbeat.enter = recording
+    trainer._phases_recorded = True
+
+
+def phases(path, step: int) -> list[str]:
+    """The phases recorded for `step`, in order."""
+    lines = [line.split(" ", 1) for line in open(path, encoding="utf-8").read().splitlines() if line.strip()]
+    return [phase for at, phase in lines if int(at) == step]
