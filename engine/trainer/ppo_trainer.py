@@ -83,6 +83,7 @@ class PPOTrainer:
     def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
         cfg, alg = self.cfg, self.cfg.algorithm
         log = StepLog(on_enter=self._enter_phase)
+        self.dropped_samples: list[dict] = []  # DAPO's dropped groups, kept for the samples store
         with log.phase("step"):
             batch, reward = self.generate_and_score(prompts, log)
             if alg.filter_groups.enable:  # DAPO dynamic sampling: more prompts until the batch is full
@@ -116,7 +117,7 @@ class PPOTrainer:
                     with log.phase("sync_weights"):
                         self.rollout.sync_weights(log)
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
-        return self.step_metrics(batch, log, reward), samples
+        return self.step_metrics(batch, log, reward), samples + self.dropped_samples
 
     def generate_and_score(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
         """n samples per prompt (one uid per prompt: GRPO groups) and their rewards (`token_level_scores`)."""
@@ -161,6 +162,7 @@ class PPOTrainer:
         while True:
             num_gen += 1
             rows, kept, seen = rows_with_signal(_filter_metric(batch, reward, fg.metric), batch["uid"])
+            self.keep_dropped(batch, reward, rows)
             kept_batches.append(batch.index(torch.tensor(rows, dtype=torch.long)))  # long even when empty
             kept_rewards.append(reward.select(rows))
             kept_groups, seen_groups = kept_groups + kept, seen_groups + seen
@@ -177,6 +179,20 @@ class PPOTrainer:
         log.metrics["train/num_gen_batches"] = num_gen
         log.metrics["train/kept_group_fraction"] = kept_groups / seen_groups
         return batch, reward
+
+    def keep_dropped(self, batch: Batch, reward: RewardResult, kept_rows: list[int]) -> None:
+        """The answers of the groups DAPO's filter drops never reach the update, but they are the prompts that gave
+        no learning signal: they go to the samples store (answers and scores, no token arrays), marked `dropped`."""
+        kept = set(kept_rows)
+        rows = [i for i in range(len(batch)) if i not in kept]
+        if not rows:
+            return
+        part = reward.select(rows)
+        samples = build_samples(batch.index(torch.tensor(rows, dtype=torch.long)), self.tokenizer, self.global_step,
+                                "train", part.response_texts, part.extra, token_level=False)
+        for sample in samples:
+            sample["dropped"] = "algorithm.filter_groups: no learning signal"
+        self.dropped_samples.extend(samples)
 
     def step_metrics(self, batch: Batch, log: StepLog, reward: RewardResult) -> dict[str, float]:
         cfg = self.cfg.actor_rollout_ref
@@ -266,7 +282,8 @@ class PPOTrainer:
                 for stats in self.wg.all_call("memory_stats")[:1]:
                     metrics.update(stats)
             _check_finite(metrics)
-            dump_generations(cfg.trainer.rollout_data_dir, self.global_step, [x for x in samples if x["split"] == "train"])
+            dump_generations(cfg.trainer.rollout_data_dir, self.global_step,  # the trained batch, as verl's
+                             [x for x in samples if x["split"] == "train" and not x.get("dropped")])
             dump_generations(cfg.trainer.validation_data_dir, self.global_step,
                              [x for x in samples if x["split"] == "val"])
             self.logger.log_metrics(self.global_step, metrics)

@@ -103,3 +103,16 @@ def test_signal_is_counted_before_dapos_filter(tiny_model, arith_data, tmp_path)
         assert m["critic/degenerate_group_ratio"] == 0  # what was trained on: only groups with signal
         gens = [p for p, s in record.events if s == step and p == "gen"]
         assert len(gens) == m["train/num_gen_batches"]  # a heartbeat per generation round, each a phase change
+        # the dropped groups' answers reach the samples store, marked, so the no-signal prompts can be listed
+        train = [x for x in record.samples[step] if x["split"] == "train"]
+        dropped = [x for x in train if x.get("dropped")]
+        trained = [x for x in train if not x.get("dropped")]
+        assert len(trained) == 4 * 4 and all("advantages" in x for x in trained)
+        groups = defaultdict(list)
+        for x in dropped:
+            groups[x["group_uid"]].append(x["score"])
+        assert all(len(set(scores)) == 1 for scores in groups.values())  # no signal in any dropped group
+        assert not set(groups) & {x["group_uid"] for x in trained}
+        generated = 4 * m["train/num_gen_batches"]
+        assert len(groups) == round(m[ZERO_STD] * generated)  # every dropped group, and only those
+        assert all("advantages" not in x and x["response"] is not None for x in dropped)
