@@ -45,6 +45,8 @@ from engine.loggers.base import Logger
 SAMPLE_FIELDS = ("step", "split", "sample_index", "prompt_index", "group_uid", "prompt", "response", "score",
                  "reward", "ground_truth", "data_source")
 TOKEN_ARRAYS = ("tokens", "old_log_probs", "ref_log_probs", "advantages", "values")
+# each token's policy version (over `tokens`) and the answer's oldest/newest version and verl's staleness
+VERSIONS = ("policy_versions", "policy_version_min", "policy_version_max", "staleness", "staleness_worst")
 # multi-turn rollouts: the conversation and which tokens the loss saw (the server derives the turn count)
 TRAJECTORY = ("turns", "loss_mask")
 RETRYABLE = {408, 429}
@@ -311,14 +313,14 @@ class DashboardLogger(Logger):
                 value = _plain(sample[name])
                 out[name] = value if name not in ("group_uid", "ground_truth", "data_source") or value is None \
                     else str(value)
-        for name in TOKEN_ARRAYS + TRAJECTORY:
+        for name in TOKEN_ARRAYS + TRAJECTORY + VERSIONS:
             if sample.get(name) is not None:
                 out[name] = _plain(sample[name])
         if "prompt" in out and out["prompt"] is None:
             out["prompt"] = ""
         if "response" in out and out["response"] is None:
             out["response"] = ""
-        skip = set(SAMPLE_FIELDS) | set(TOKEN_ARRAYS) | set(TRAJECTORY) | ({"num_turns"} if "turns" in out else set())
+        skip = set(SAMPLE_FIELDS) | set(TOKEN_ARRAYS) | set(TRAJECTORY) | set(VERSIONS) | ({"num_turns"} if "turns" in out else set())
         extras = {k: v for k, v in sample.items() if k not in skip}
         out["extras"] = _plain(extras)
         return out

@@ -6,6 +6,9 @@ ref_log_probs, advantages, values (each present when the step computed it). Mult
 (role, token span [start, end), text, tool, arguments, error, latency per segment), `num_turns` and `loss_mask` (1 on
 the model's tokens, 0 on tool tokens); their token arrays run over the whole trajectory. Extra reward outputs
 (a custom reward function's dict keys) are added as further fields.
+When the batch has `policy_versions` (the weights' version of each generated token), a sample carries them over
+`tokens` and its trajectory's oldest/newest version and staleness, as verl's v1 trainer counts them for a step s
+that trains on version s - 1: staleness = (s - 1) - newest, staleness_worst = (s - 1) - oldest.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any
 import torch
 
 from engine.protocol import Batch
+from engine.trainer.asynchronous import versions
 
 TOKEN_ARRAYS = {"old_log_probs": "old_log_probs", "ref_log_prob": "ref_log_probs", "advantages": "advantages",
                 "values": "values", "entropys": "entropies", "rollout_log_probs": "rollout_log_probs"}
@@ -60,6 +64,7 @@ def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts
     scores = batch["token_level_scores"].sum(-1).tolist()
     rewards = (batch["token_level_rewards"].sum(-1).tolist() if "token_level_rewards" in batch else scores)
     arrays = {out: batch[key] for key, out in TOKEN_ARRAYS.items() if key in batch.tensors} if token_level else {}
+    policy = _policy_versions(batch, step) if versions.KEY in batch.tensors else None
     samples = []
     for i in range(len(batch)):
         n = int(lengths[i])
@@ -88,10 +93,22 @@ def build_samples(batch: Batch, tokenizer, step: int, split: str, response_texts
                 record[name] = [round(float(x), 5) for x in tensor[i, :n].tolist()]
             if multi_turn:
                 record["loss_mask"] = [int(x) for x in mask[i, :n].tolist()]
+            if policy is not None:
+                record["policy_versions"] = [int(x) for x in batch[versions.KEY][i, :n].tolist()]
+        if policy is not None:
+            record.update({name: values[i] for name, values in policy.items()})
         for k, values in (extra or {}).items():
             record[k] = _json_safe(values[i])
         samples.append(record)
     return samples
+
+
+def _policy_versions(batch: Batch, step: int) -> dict[str, list[int]]:
+    """Per row: the trajectory's oldest and newest version and verl's staleness at `step` (ints)."""
+    oldest, newest = versions.trajectory_versions(batch[versions.KEY], batch["response_mask"])
+    oldest, newest = oldest.tolist(), newest.tolist()
+    return {"policy_version_min": oldest, "policy_version_max": newest,
+            "staleness": [step - 1 - v for v in newest], "staleness_worst": [step - 1 - v for v in oldest]}
 
 
 def group_advantage_stats(batch: Batch) -> dict[str, float]:
