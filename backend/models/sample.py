@@ -36,6 +36,41 @@ class SampleBase(SQLModel):
     # which then run over the whole trajectory) whether the loss saw it (1: the model's, 0: tool answers)
     turns: list[Turn] | None = Field(default=None, sa_type=JSONType)
     loss_mask: list[int] | None = Field(default=None, sa_type=JSONType)
+    # asynchronous training (issue 29): the weights' version (actor updates applied) that produced each token, over
+    # `tokens`; the answer's oldest and newest version; verl's staleness at the trained step s (which trains on
+    # version s - 1): staleness = (s - 1) - newest, staleness_worst = (s - 1) - oldest. Null: not recorded.
+    policy_versions: list[int] | None = Field(default=None, sa_type=JSONType)
+    policy_version_min: int | None = Field(default=None, sa_type=BigInt)
+    policy_version_max: int | None = Field(default=None, sa_type=BigInt)
+    staleness: int | None = Field(default=None, sa_type=BigInt)
+    staleness_worst: int | None = Field(default=None, sa_type=BigInt)
+
+
+def derive_versions(data: dict) -> dict:
+    """Fill the oldest/newest version and the staleness a sender left out from `policy_versions` and the step
+    (verl's definitions), and refuse versions that contradict each other, naming the field."""
+    versions, tokens = data.get("policy_versions"), data.get("tokens")
+    if isinstance(versions, list) and versions and all(isinstance(v, int) and not isinstance(v, bool)
+                                                       for v in versions):
+        _default(data, "policy_version_min", min(versions))
+        _default(data, "policy_version_max", max(versions))
+        if isinstance(tokens, list) and len(versions) != len(tokens):
+            raise ValueError(f"policy_versions: {len(versions)} values for {len(tokens)} tokens; one version per token")
+    low, high, step = data.get("policy_version_min"), data.get("policy_version_max"), data.get("step")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        raise ValueError(f"policy_version_min ({low}) is above policy_version_max ({high}); the oldest version "
+                         "comes first")
+    if isinstance(step, int):
+        if isinstance(high, int):
+            _default(data, "staleness", step - 1 - high)
+        if isinstance(low, int):
+            _default(data, "staleness_worst", step - 1 - low)
+    return data
+
+
+def _default(data: dict, key: str, value: int) -> None:
+    if data.get(key) is None:
+        data[key] = value
 
 
 class SampleIn(SampleBase):
@@ -51,11 +86,16 @@ class SampleIn(SampleBase):
     values: list[Num | None] | None = None
     loss_mask: list[Literal[0, 1]] | None = None
     turns: list[TurnIn] | None = None
+    policy_versions: list[Int] | None = None
+    policy_version_min: Int | None = None
+    policy_version_max: Int | None = None
+    staleness: Int | None = None
+    staleness_worst: Int | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _finite(cls, data):
-        return lift_from_extras(clean_json(data)) if isinstance(data, dict) else data
+        return derive_versions(lift_from_extras(clean_json(data))) if isinstance(data, dict) else data
 
 
 class SamplesIngest(SQLModel):
@@ -141,6 +181,11 @@ class SampleRow(SQLModel):
     num_turns: int | None = Field(default=None, description="multi-turn answers: turns, the prompt included")
     tools: list[str] | None = Field(default=None, description="multi-turn answers: the tools called")
     tool_error: bool | None = None
+    policy_version_min: int | None = Field(default=None, description="asynchronous runs: the answer's oldest "
+                                           "policy version (null when the run recorded none)")
+    policy_version_max: int | None = Field(default=None, description="its newest policy version")
+    staleness: int | None = Field(default=None, description="verl's trajectory staleness at the trained step: "
+                                  "(step - 1) - newest version (0: on-policy)")
 
 
 class SampleRows(SQLModel):

@@ -51,6 +51,24 @@ class TurnFilters:
         return stmt
 
 
+@dataclass(frozen=True)
+class VersionFilters:
+    """Asynchronous runs: answers by verl's staleness ((step - 1) - newest policy version). `stale=True` keeps
+    those over 0; `stale=False` the on-policy ones and those that recorded no versions (a synchronous run's);
+    `min_staleness` those at least that stale."""
+
+    stale: bool | None = None
+    min_staleness: int | None = None
+
+    def apply(self, stmt):
+        if self.stale is not None:
+            stmt = stmt.where(Sample.staleness > 0 if self.stale
+                              else or_(Sample.staleness.is_(None), Sample.staleness <= 0))
+        if self.min_staleness is not None:
+            stmt = stmt.where(Sample.staleness >= self.min_staleness)
+        return stmt
+
+
 def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
@@ -104,10 +122,11 @@ def steps(*, session: Session, run_id: int) -> list[SampleStep]:
 def _filtered(run_id: int, *, steps: list[int] | None = None, split: str | None = None,
               prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
               text: str | None = None, min_score: float | None = None, max_score: float | None = None,
-              turns: TurnFilters | None = None):
+              turns: TurnFilters | None = None, versions: VersionFilters | None = None):
     stmt = select(Sample).where(Sample.run_id == run_id)
-    if turns is not None:
-        stmt = turns.apply(stmt)
+    for filters in (turns, versions):
+        if filters is not None:
+            stmt = filters.apply(stmt)
     if steps:
         stmt = stmt.where(Sample.step.in_(steps))
     for column, wanted in ((Sample.split, split), (Sample.prompt_index, prompt_index),
@@ -128,12 +147,13 @@ def list_samples(*, session: Session, run_id: int, step: int | None = None, spli
                  prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
                  text: str | None = None, min_score: float | None = None, max_score: float | None = None,
                  order: str = "step", skip: int = 0, limit: int = 100,
-                 turns: TurnFilters | None = None) -> tuple[list[Sample], int]:
+                 turns: TurnFilters | None = None,
+                 versions: VersionFilters | None = None) -> tuple[list[Sample], int]:
     """One page of a run's samples and the number that match. `text`: prompt or response contains;
     `order`: a column, '-' prefix for descending."""
     stmt = _filtered(run_id, steps=None if step is None else [step], split=split, prompt_index=prompt_index,
                      group_uid=group_uid, data_source=data_source, text=text, min_score=min_score,
-                     max_score=max_score, turns=turns)
+                     max_score=max_score, turns=turns, versions=versions)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     column = getattr(Sample, order.removeprefix("-"))
     by = column.desc().nulls_last() if order.startswith("-") else column.asc().nulls_first()  # NULL: the smallest
@@ -227,17 +247,19 @@ def _max_abs_diff(rollout, actor) -> float | None:
 
 def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split: str | None = None,
          data_source: str | None = None, text: str | None = None, min_score: float | None = None,
-         max_score: float | None = None, limit: int, turns: TurnFilters | None = None) -> tuple[list[SampleRow], int]:
+         max_score: float | None = None, limit: int, turns: TurnFilters | None = None,
+         versions: VersionFilters | None = None) -> tuple[list[SampleRow], int]:
     """A run's samples (filtered) as table rows: the prompt's question (not the whole prompt), no per-token
     arrays; the mean advantage, the length and the rollout/actor gap are computed here so the browser never
     downloads the arrays. On SQLite the database reduces the arrays itself (json_each), so 4,096 answers of
     256 tokens are not decoded in Python; only rows that carry rollout log-probs are."""
     stmt = _filtered(run_id, steps=steps, split=split, data_source=data_source, text=text, min_score=min_score,
-                     max_score=max_score, turns=turns)
+                     max_score=max_score, turns=turns, versions=versions)
     count = session.exec(select(func.count()).select_from(stmt.subquery())).one()
     head = (Sample.id, Sample.step, Sample.split, Sample.sample_index, Sample.prompt_index, Sample.group_uid,
             Sample.data_source, Sample.score, func.substr(Sample.response, 1, 2000), func.length(Sample.response),
             Sample.num_turns, Sample.tool_names, Sample.tool_error, Sample.prompt)
+    tail = (Sample.policy_version_min, Sample.policy_version_max, Sample.staleness)  # the last columns of each row
     order = (Sample.step, Sample.split, Sample.sample_index, Sample.id)
     out: list[SampleRow] = []
     questions: dict[str, str] = {}
@@ -246,7 +268,7 @@ def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split
         reduced = (literal_column(f"(SELECT avg(value) FROM json_each({t}.advantages))"),
                    literal_column(f"json_array_length({t}.tokens)"),
                    literal_column(f"json_type({t}.extras, '$.rollout_log_probs') = 'array'"))
-        result = session.execute(stmt.with_only_columns(*head, *reduced).order_by(*order).limit(limit)).all()
+        result = session.execute(stmt.with_only_columns(*head, *reduced, *tail).order_by(*order).limit(limit)).all()
         with_rollout = [r[0] for r in result if r[16]]
         gaps = {}
         for i in range(0, len(with_rollout), 500):
@@ -257,7 +279,7 @@ def rows(*, session: Session, run_id: int, steps: list[int] | None = None, split
             out.append(_row(r, advantage=r[14], length=r[15], gap=gaps.get(r[0]), questions=questions))
         return out, count
     result = session.execute(stmt.with_only_columns(*head, Sample.advantages, Sample.tokens, Sample.old_log_probs,
-                                                    Sample.extras).order_by(*order).limit(limit)).all()
+                                                    Sample.extras, *tail).order_by(*order).limit(limit)).all()
     for r in result:
         out.append(_row(r, advantage=_mean(r[14]), length=len(r[15]) if r[15] else None,
                         gap=_max_abs_diff((r[17] or {}).get("rollout_log_probs"), r[16]), questions=questions))
@@ -270,7 +292,7 @@ def _row(r, *, advantage, length, gap, questions) -> SampleRow:
                      length=length if length else (r[9] or 0), first_line=_first_line(r[8]),
                      question=_question_line(r[13], questions),
                      rollout_diff_max=gap, num_turns=r[10], tools=r[11].strip("|").split("|") if r[11] else None,
-                     tool_error=r[12])
+                     tool_error=r[12], policy_version_min=r[-3], policy_version_max=r[-2], staleness=r[-1])
 
 
 def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_id: int, other_split: str,
@@ -294,18 +316,20 @@ def overlaps(*, session: Session, run_id: int, step: int, split: str, other_run_
 
 EXPORT_COLUMNS = ["id", "step", "split", "sample_index", "prompt_index", "group_uid", "data_source", "prompt",
                   "response", "score", "reward", "ground_truth", "tokens", "old_log_probs", "ref_log_probs",
-                  "advantages", "values", "extras", "wall_time", "num_turns", "tool_error", "turns", "loss_mask"]
-ARRAY_COLUMNS = {"tokens", "old_log_probs", "ref_log_probs", "advantages", "values", "extras", "turns", "loss_mask"}
+                  "advantages", "values", "extras", "wall_time", "num_turns", "tool_error", "turns", "loss_mask",
+                  "policy_versions", "policy_version_min", "policy_version_max", "staleness", "staleness_worst"]
+ARRAY_COLUMNS = {"tokens", "old_log_probs", "ref_log_probs", "advantages", "values", "extras", "turns", "loss_mask",
+                 "policy_versions"}
 
 
 def export(*, session: Session, run_id: int, fmt: str, steps: list[int] | None = None, split: str | None = None,
            prompt_index: int | None = None, data_source: str | None = None, text: str | None = None,
            min_score: float | None = None, max_score: float | None = None,
-           turns: TurnFilters | None = None) -> bytes:
+           turns: TurnFilters | None = None, versions: VersionFilters | None = None) -> bytes:
     """The filtered samples as a file: `jsonl` keeps arrays and extras as JSON values; `csv` writes them as JSON
     text in their cells; `parquet` keeps the per-token arrays as list columns and extras as JSON text."""
     sub = _filtered(run_id, steps=steps, split=split, prompt_index=prompt_index, data_source=data_source, text=text,
-                    min_score=min_score, max_score=max_score, turns=turns).subquery()
+                    min_score=min_score, max_score=max_score, turns=turns, versions=versions).subquery()
     query = select(*[sub.c[c] for c in EXPORT_COLUMNS]).order_by(sub.c.step, sub.c.split, sub.c.sample_index)
     records = [dict(zip(EXPORT_COLUMNS, r)) for r in session.execute(query).all()]
     if fmt == "jsonl":

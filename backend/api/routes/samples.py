@@ -50,6 +50,23 @@ def turn_filters(
 TurnFiltersDep = Annotated[samples.TurnFilters, Depends(turn_filters)]
 
 
+def version_filters(
+        stale: Annotated[bool | None, Query(description=(
+            "asynchronous runs: answers whose newest token is older than the trained step's weights (verl's "
+            "trajectory staleness > 0; true) / on-policy answers and those without recorded versions (false)"))]
+        = None,
+        min_staleness: Annotated[int | None, Query(ge=0, le=2**62, description=(
+            "answers at least this stale: (step - 1) - their newest policy version"))] = None
+) -> samples.VersionFilters:
+    if stale is False and min_staleness:
+        raise unprocessable(["query", "min_staleness"], f"min_staleness={min_staleness} asks for stale answers but "
+                            "stale=false excludes them; drop one of the two")
+    return samples.VersionFilters(stale=stale, min_staleness=min_staleness)
+
+
+VersionFiltersDep = Annotated[samples.VersionFilters, Depends(version_filters)]
+
+
 @ingest_router.post("/runs/{run_id}/samples", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more than RLSTUDIO_MAX_SAMPLES_PER_REQUEST (default 1,000)"}})
@@ -66,7 +83,7 @@ async def ingest_samples(request: Request, run: IngestRunDep, session: SessionDe
 
 
 @router.get("/runs/{run_id}/samples", response_model=SamplesPublic)
-def list_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep,
+def list_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep, versions: VersionFiltersDep,
                  step: int | None = None, split: Split | None = None,
                  prompt_index: int | None = None, group_uid: str | None = None, data_source: str | None = None,
                  q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")] = None,
@@ -77,7 +94,7 @@ def list_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep,
     rows, count = samples.list_samples(session=session, run_id=run_id, step=step, split=split,
                                        prompt_index=prompt_index, group_uid=group_uid, data_source=data_source,
                                        text=q, min_score=min_score, max_score=max_score, order=order, skip=skip,
-                                       limit=limit, turns=turns)
+                                       limit=limit, turns=turns, versions=versions)
     return SamplesPublic(data=[SamplePublic.model_validate(s) for s in rows], count=count)
 
 
@@ -91,7 +108,8 @@ def list_sample_steps(session: SessionDep, run_id: int):
 
 @router.get("/runs/{run_id}/samples/export", responses={200: {"content": {
     "application/x-ndjson": {}, "text/csv": {}, "application/vnd.apache.parquet": {}}}})
-def export_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep, format: Literal["jsonl", "csv", "parquet"] = "jsonl",
+def export_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep, versions: VersionFiltersDep,
+                   format: Literal["jsonl", "csv", "parquet"] = "jsonl",
                    step: Annotated[list[int] | None, Query(max_length=1000)] = None, split: Split | None = None,
                    prompt_index: int | None = None, data_source: str | None = None,
                    q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")]
@@ -101,14 +119,14 @@ def export_samples(session: SessionDep, run_id: int, turns: TurnFiltersDep, form
     run = get_run_or_404(session, run_id)
     body = samples.export(session=session, run_id=run_id, fmt=format, steps=step, split=split,
                           prompt_index=prompt_index, data_source=data_source, text=q, min_score=min_score,
-                          max_score=max_score, turns=turns)
+                          max_score=max_score, turns=turns, versions=versions)
     media = {"jsonl": "application/x-ndjson", "csv": "text/csv", "parquet": "application/vnd.apache.parquet"}[format]
     return Response(body, media_type=media,
                     headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.{format}"'})
 
 
 @router.get("/runs/{run_id}/samples/rows", response_model=SampleRows)
-def list_sample_rows(session: SessionDep, run_id: int, turns: TurnFiltersDep,
+def list_sample_rows(session: SessionDep, run_id: int, turns: TurnFiltersDep, versions: VersionFiltersDep,
                      step: Annotated[list[int] | None, Query(max_length=1000)] = None,
                      split: Split | None = None, data_source: str | None = None,
                      q: Annotated[str | None, Query(max_length=500, description="prompt or response contains")]
@@ -119,7 +137,8 @@ def list_sample_rows(session: SessionDep, run_id: int, turns: TurnFiltersDep,
     arrays): the dense samples table and the "What changed" comparison of validations."""
     get_run_or_404(session, run_id)
     data, count = samples.rows(session=session, run_id=run_id, steps=step, split=split, data_source=data_source,
-                               text=q, min_score=min_score, max_score=max_score, limit=limit, turns=turns)
+                               text=q, min_score=min_score, max_score=max_score, limit=limit, turns=turns,
+                               versions=versions)
     return SampleRows(data=data, count=count)
 
 
