@@ -109,7 +109,8 @@ export function useRunTools(runId: number | null, enabled = true) {
 
 /** The Samples page's filters; multi-turn ones from lib/conversation.ts turnQuery. */
 export type SampleQuery = Unset<Pick<NonNullable<ListSamplesData["query"]>, "step" | "split" | "q" | "min_score" | "max_score"
-  | "data_source" | "prompt_index" | "skip" | "limit" | "order" | "num_turns" | "tool" | "uses_tool" | "tool_error">>;
+  | "data_source" | "prompt_index" | "skip" | "limit" | "order" | "num_turns" | "tool" | "uses_tool" | "tool_error" | "stale"
+  | "min_staleness">>;
 
 export function useSamples(runId: number | null, params: SampleQuery, enabled = true) {
   return useQuery({
@@ -148,7 +149,7 @@ export function useRunsColumns(runIds: number[], keys: string[], poll: boolean) 
 }
 
 export type SampleRowQuery = Unset<Pick<NonNullable<ListSampleRowsData["query"]>, "step" | "split" | "q" | "min_score"
-  | "max_score" | "data_source" | "limit" | "num_turns" | "tool" | "uses_tool" | "tool_error">>;
+  | "max_score" | "data_source" | "limit" | "num_turns" | "tool" | "uses_tool" | "tool_error" | "stale" | "min_staleness">>;
 
 /** Answers as light rows (no prompt, no per-token arrays): the dense table and "What changed". */
 export function useSampleRows(runId: number | null, params: SampleRowQuery, enabled = true) {
@@ -208,8 +209,10 @@ export const downloads = {
     save(await unwrap(sdk.exportMetrics({ path: { run_id: runId }, query: { format }, parseAs: "blob" })) as Blob,
       `run-${runId}-metrics.${format}`),
   samples: async (runId: number, format: SampleExportFormat, filters: SampleQuery) => {
-    const { step, split, q, min_score, max_score, data_source, prompt_index, num_turns, tool, uses_tool, tool_error } = filters;
+    const { step, split, q, min_score, max_score, data_source, prompt_index, num_turns, tool, uses_tool, tool_error, stale,
+      min_staleness } = filters;
     const query = { format, split, q, min_score, max_score, data_source, prompt_index, num_turns, tool, uses_tool, tool_error,
+      stale, min_staleness,
       ...(step !== undefined ? { step: [step] } : {}) };
     save(await unwrap(sdk.exportSamples({ path: { run_id: runId }, query, parseAs: "blob" })) as Blob,
       `run-${runId}-samples${step !== undefined ? `-step-${step}` : ""}.${format}`);

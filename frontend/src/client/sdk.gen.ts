@@ -389,6 +389,7 @@ export const getRunHealth = <ThrowOnError extends boolean = false>(options: Opti
  * List No Signal Prompts
  *
  * The prompts whose GRPO groups gave no learning signal at any step judged (every answer scored alike), with
- * their answers at the last of those steps; a step is judged once the next step's answers arrive.
+ * their answers at the last of those steps; a step is judged once the next step's answers arrive, or the run
+ * ended (its last step).
  */
 export const listNoSignalPrompts = <ThrowOnError extends boolean = false>(options: Options<ListNoSignalPromptsData, ThrowOnError>) => (options.client ?? client).get<ListNoSignalPromptsResponses, ListNoSignalPromptsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/health/no-signal', ...options });

@@ -1413,6 +1413,26 @@ export type SampleIn = {
      * Loss Mask
      */
     loss_mask?: Array<0 | 1> | null;
+    /**
+     * Policy Versions
+     */
+    policy_versions?: Array<number> | null;
+    /**
+     * Policy Version Min
+     */
+    policy_version_min?: number | null;
+    /**
+     * Policy Version Max
+     */
+    policy_version_max?: number | null;
+    /**
+     * Staleness
+     */
+    staleness?: number | null;
+    /**
+     * Staleness Worst
+     */
+    staleness_worst?: number | null;
 };
 
 /**
@@ -1497,6 +1517,26 @@ export type SamplePublic = {
      * Loss Mask
      */
     loss_mask?: Array<number> | null;
+    /**
+     * Policy Versions
+     */
+    policy_versions?: Array<number> | null;
+    /**
+     * Policy Version Min
+     */
+    policy_version_min?: number | null;
+    /**
+     * Policy Version Max
+     */
+    policy_version_max?: number | null;
+    /**
+     * Staleness
+     */
+    staleness?: number | null;
+    /**
+     * Staleness Worst
+     */
+    staleness_worst?: number | null;
     /**
      * Id
      */
@@ -1608,6 +1648,24 @@ export type SampleRow = {
      * Tool Error
      */
     tool_error?: boolean | null;
+    /**
+     * Policy Version Min
+     *
+     * asynchronous runs: the answer's oldest policy version (null when the run recorded none)
+     */
+    policy_version_min?: number | null;
+    /**
+     * Policy Version Max
+     *
+     * its newest policy version
+     */
+    policy_version_max?: number | null;
+    /**
+     * Staleness
+     *
+     * verl's trajectory staleness at the trained step: (step - 1) - newest version (0: on-policy)
+     */
+    staleness?: number | null;
 };
 
 /**
@@ -3508,6 +3566,18 @@ export type ListSamplesData = {
          * answers with a failed tool call (true) / without (false)
          */
         tool_error?: boolean | null;
+        /**
+         * Stale
+         *
+         * asynchronous runs: answers whose newest token is older than the trained step's weights (verl's trajectory staleness > 0; true) / on-policy answers and those without recorded versions (false)
+         */
+        stale?: boolean | null;
+        /**
+         * Min Staleness
+         *
+         * answers at least this stale: (step - 1) - their newest policy version
+         */
+        min_staleness?: number | null;
     };
     url: '/api/v1/runs/{run_id}/samples';
 };
@@ -3717,6 +3787,18 @@ export type ExportSamplesData = {
          * answers with a failed tool call (true) / without (false)
          */
         tool_error?: boolean | null;
+        /**
+         * Stale
+         *
+         * asynchronous runs: answers whose newest token is older than the trained step's weights (verl's trajectory staleness > 0; true) / on-policy answers and those without recorded versions (false)
+         */
+        stale?: boolean | null;
+        /**
+         * Min Staleness
+         *
+         * answers at least this stale: (step - 1) - their newest policy version
+         */
+        min_staleness?: number | null;
     };
     url: '/api/v1/runs/{run_id}/samples/export';
 };
@@ -3824,6 +3906,18 @@ export type ListSampleRowsData = {
          * answers with a failed tool call (true) / without (false)
          */
         tool_error?: boolean | null;
+        /**
+         * Stale
+         *
+         * asynchronous runs: answers whose newest token is older than the trained step's weights (verl's trajectory staleness > 0; true) / on-policy answers and those without recorded versions (false)
+         */
+        stale?: boolean | null;
+        /**
+         * Min Staleness
+         *
+         * answers at least this stale: (step - 1) - their newest policy version
+         */
+        min_staleness?: number | null;
     };
     url: '/api/v1/runs/{run_id}/samples/rows';
 };

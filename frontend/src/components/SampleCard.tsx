@@ -3,6 +3,7 @@ import type { SamplePublic } from "../client/types.gen";
 import { degenerateReason } from "../lib/degenerate";
 import { isTrajectory, summarize } from "../lib/conversation";
 import { fmtNum } from "../lib/format";
+import { stalenessLabel, versionLabel } from "../lib/staleness";
 import { MISMATCH_THRESHOLD, mismatchSummary } from "../lib/tokenMismatch";
 import { ScoreBadge } from "./Badges";
 import { Conversation } from "./Conversation";
@@ -24,6 +25,8 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
   const adv = meanAdvantage(sample);
   const mismatch = mismatchSummary(sample);
   const multi = isTrajectory(sample) ? summarize(sample.turns!) : null;
+  const version = versionLabel(sample);
+  const staleness = stalenessLabel(sample);
   return (
     <article className={`card sample-card ${compact ? "compact" : ""}`} data-sample-id={sample.id}>
       <header className="sample-head">
@@ -36,6 +39,9 @@ export function SampleCard({ sample, shade, showPrompt = true, compact = false }
             max |Δ rollout| {fmtNum(mismatch.maxAbs, 3)} · {mismatch.over} token{mismatch.over === 1 ? "" : "s"} &gt; {MISMATCH_THRESHOLD}
           </span>
         )}
+        {version && <span className={`badge ${(sample.staleness ?? 0) > 0 ? "alarm-warning" : "neutral"}`} data-version={version}
+          data-staleness={sample.staleness ?? ""} title="the policy version(s) that wrote this answer, and how far its newest token lags the weights step trained (verl's trajectory staleness)">
+          {version} · {staleness}</span>}
         {multi && <span className="badge neutral" data-turns={multi.turns}
           title="conversation turns: the prompt, each model turn, each tool answer">{multi.turns} turns · {multi.calls} tool call{multi.calls === 1 ? "" : "s"}{multi.tools.length ? ` (${multi.tools.join(", ")})` : ""}</span>}
         {multi && multi.errors > 0 && <span className="badge alarm-warning" data-tool-errors={multi.errors}>{multi.errors} tool error{multi.errors === 1 ? "" : "s"}</span>}

@@ -13,7 +13,9 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { fmtDate, secondsBetween } from "../../lib/format";
+import { CHARTS } from "../../lib/charts";
 import { deviceFact, parameterFact } from "../../lib/runFacts";
+import { isAsyncConfig, loggedOffPolicy, withStaleness } from "../../lib/staleness";
 import { ConfigView } from "./ConfigView";
 import { HealthPanel } from "./HealthPanel";
 import { LogTail, useLogTail } from "./LogTail";
@@ -63,6 +65,11 @@ function RunView({ run }: { run: RunPublic }) {
     ...(resumedFrom ? [{ id: resumedFrom, name: `run ${resumedFrom} (resumed from)` }] : []),
     { id: run.id, name: run.name || `run ${run.id}` },
   ];
+
+  // the staleness chart: asynchronous runs, or any run that trained off-policy (a sync run's is flat at 0)
+  const offPolicy = isAsyncConfig(run.resolved_config as Record<string, unknown> | undefined)
+    || [...charted.byRun.values()].some((series) => loggedOffPolicy(series));
+  const charts = useMemo(() => withStaleness(CHARTS, offPolicy), [offPolicy]);
 
   const action = useMutation({
     mutationFn: async (kind: "cancel" | "resume") => {
@@ -126,7 +133,7 @@ function RunView({ run }: { run: RunPublic }) {
             {active ? "Charts appear as soon as the first step finishes." : null}
           </Empty>
         ) : (
-          <MetricCharts store={charted} runs={chartRuns} options={options}
+          <MetricCharts store={charted} runs={chartRuns} options={options} charts={charts}
             onPointClick={(id, step) => navigate(`/runs/${id}/samples?step=${step}`)} />
         )}
       <p className="small muted">Click a point to open the samples of that step.</p>

@@ -7,6 +7,7 @@ import { useMemo, useState } from "react";
 import type { SampleRow } from "../../client/types.gen";
 import { fmtNum } from "../../lib/format";
 import { filterRows, sortRows, visibleWindow, type Sort, type SortColumn } from "../../lib/sampleTable";
+import { offPolicyRows, stalenessLabel, versionLabel } from "../../lib/staleness";
 
 const ROW = 28;
 const VIEWPORT = 560;
@@ -21,6 +22,7 @@ const COLUMNS: { id: SortColumn | "answer" | "question" | "first"; label: string
   { id: "first", label: "answer (first line)" },
 ];
 const TURNS_COLUMN = { id: "turns" as const, label: "turns", title: "conversation turns (the prompt, model turns, tool answers); ✗: a tool call failed" };
+const VERSION_COLUMN = { id: "version" as const, label: "version", title: "policy version(s) that wrote the answer · versions its newest token lags the trained weights" };
 const MISMATCH_COLUMN = { id: "mismatch" as const, label: "max |Δ rollout|", title: "largest |rollout − actor log-prob| over the answer's tokens" };
 
 export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, total }: {
@@ -37,8 +39,11 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
   const gap = useMemo(() => rows.some((r) => r.rollout_diff_max !== null && r.rollout_diff_max !== undefined), [rows]);
   // multi-turn runs: the turns column (count, ✗ when a tool call failed)
   const turns = useMemo(() => rows.some((r) => r.num_turns !== null && r.num_turns !== undefined), [rows]);
-  const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []), ...COLUMNS.slice(5)];
-  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}minmax(0, 1fr) minmax(0, 1fr)` };
+  // asynchronous runs that trained off-policy: each answer's versions and staleness
+  const versions = useMemo(() => offPolicyRows(rows), [rows]);
+  const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []),
+    ...(versions ? [VERSION_COLUMN] : []), ...COLUMNS.slice(5)];
+  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}${versions ? "110px " : ""}minmax(0, 1fr) minmax(0, 1fr)` };
   const [scrollTop, setScrollTop] = useState(0);
   const [start, end] = visibleWindow(scrollTop, VIEWPORT, ROW, shown.length);
   const header = (c: { id: string; label: string; title?: string }) => {
@@ -82,6 +87,9 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
                 {gap && <div role="cell" className="st-cell st-mismatch num">{fmtNum(r.rollout_diff_max ?? null, 3)}</div>}
                 {turns && <div role="cell" className={`st-cell st-turns num ${r.tool_error ? "bad" : ""}`} title={r.tools?.length ? `tools: ${r.tools.join(", ")}` : "no tool call"}>
                   {r.num_turns ?? "—"}{r.tool_error ? " ✗" : ""}</div>}
+                {versions && <div role="cell" className={`st-cell st-version num ${(r.staleness ?? 0) > 0 ? "bad" : ""}`}
+                  title={stalenessLabel(r) ?? "no versions recorded"}>
+                  {versionLabel(r) ?? "—"}{r.staleness != null ? ` · ${r.staleness}` : ""}</div>}
                 <div role="cell" className="st-cell st-question" title={r.question}>{r.question || <span className="muted">—</span>}</div>
                 <div role="cell" className="st-cell st-first mono" title={r.first_line}>{r.first_line || <span className="muted">(empty)</span>}</div>
               </div>

@@ -1,6 +1,6 @@
 /**
  * Samples of one run: a step slider, filters (score, data source, text; turns, tool, tool error for multi-turn
- * runs), a list view, a GRPO group view
+ * runs; stale answers for asynchronous ones), a list view, a GRPO group view
  * (the n answers to one prompt with the numbers the algorithm used), a dense virtualised table, and per-answer
  * token shading (multi-turn answers read as conversations; the token view marks what the loss saw). While the run trains the page follows it (the newest step appears as it arrives) until the
  * user pauses or picks a step. All choices live in the URL.
@@ -20,6 +20,7 @@ import { isTrajectory, turnQuery } from "../../lib/conversation";
 import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
 import { pageSummary } from "../../lib/samplesPage";
+import { isAsyncConfig, offPolicyRows } from "../../lib/staleness";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
 import { SampleTable } from "./SampleTable";
 import { URL_CONTROL } from "../../lib/urlControl";
@@ -52,6 +53,7 @@ export function SamplesPage() {
   if (params.get("max")) filters.max_score = Number(params.get("max"));
   if (params.get("source")) filters.data_source = params.get("source")!;
   Object.assign(filters, turnQuery(params));
+  if (params.get("stale") === "1") filters.stale = true;
   const query: SampleQuery = { ...filters, limit: PAGE, skip: page * PAGE, order: "prompt_index",
     ...(prompt !== null && Number.isFinite(prompt) ? { prompt_index: prompt } : {}) };
   const samples = useSamples(runId, query, step !== null && view !== "table");
@@ -108,6 +110,9 @@ export function SamplesPage() {
   // the run's tools (its tool config's and those its answers called, from the server: a filtered page may show
   // none of them), and the one in the URL
   const runTools = useRunTools(runId, multiTurn);
+  // the stale-only filter: for asynchronous runs, runs whose answers lag (or when it is set in the URL)
+  const asyncRun = isAsyncConfig(run.data?.resolved_config as Record<string, unknown> | undefined) || offPolicyRows(data)
+    || params.get("stale") === "1";
   const urlTool = params.get("tool") && !["*", "-"].includes(params.get("tool")!) ? params.get("tool")! : null;
   const toolNames = [...new Set([...(runTools.data?.data ?? []).map((t) => t.name), ...(urlTool ? [urlTool] : [])])];
 
@@ -183,6 +188,9 @@ export function SamplesPage() {
                   <option value="0">without tool errors</option>
                 </select>
               </>}
+              {asyncRun && <label title="answers whose newest token is older than the weights their step trained (verl's trajectory staleness > 0)">
+                <input type="checkbox" aria-label="stale only" checked={params.get("stale") === "1"}
+                  onChange={(e) => set({ stale: e.target.checked ? "1" : null })} /> stale only</label>}
               <div className="segmented" role="group" aria-label="view">
                 <button type="button" aria-pressed={view === "list"} onClick={() => set({ view: null })}>list</button>
                 <button type="button" aria-pressed={view === "groups"} onClick={() => set({ view: "groups" })}>groups</button>
