@@ -475,6 +475,15 @@ class TrainerV1Config(Section):
     colocate_async: V1ColocateAsyncConfig = Field(default_factory=V1ColocateAsyncConfig)
     separate_async: V1SeparateAsyncConfig = Field(default_factory=V1SeparateAsyncConfig)
     sampler: V1SamplerConfig = Field(default_factory=V1SamplerConfig)
+    # verl's V1 has no switch (its async client always resumes an aborted request on newer weights); the name is
+    # that of verl's fully-async recipe (async_training.partial_rollout). Off here by default: which tokens a new
+    # version produces then depends on when the update lands (engine/trainer/ASYNC.md, "Partial rollout")
+    partial_rollout: bool = Field(
+        False, description="Async modes: an answer in flight at a weight update keeps its tokens and log-probs and "
+                           "continues on the new weights (each token records its version).")
+    partial_rollout_chunk: int = Field(
+        16, ge=1, description="Partial rollout: tokens generated between two checks for a newer version (each "
+                              "chunk re-prefills prompt + answer so far: the KV cache is recomputed, never kept).")
 
 
 # The alarms the server judges every run by (backend/services/health/; `skipped` and `nonfinite` cover their per-role

@@ -28,6 +28,7 @@ def check_trainer_mode(cfg, world: int) -> None:
             "Use 1 for on-policy training (the sync trainer's), verl's default 8 to let the rollout run ahead.")
     _check_resource_split(cfg, world)
     _check_bypass(cfg)
+    _check_partial_rollout(cfg)
     if not is_async(cfg):
         return
     _check_separate_async(cfg)
@@ -37,6 +38,22 @@ def check_trainer_mode(cfg, world: int) -> None:
             {"rollout_is", "rollout_rs"} & rc.model_fields_set):
         # off-policy tokens need correcting: verl's decoupled token-level TIS (threshold 2.0) unless the user chose
         rc.rollout_is = "token"
+
+
+def _check_partial_rollout(cfg) -> None:
+    """trainer.v1.partial_rollout: answers continue across a weight update (engine/trainer/ASYNC.md)."""
+    if not cfg.trainer.v1.partial_rollout:
+        return
+    key = "trainer.v1.partial_rollout"
+    if not is_async(cfg):
+        raise ConfigError(f"{key}=True continues answers across weight updates, which happen mid-generation only in "
+                          "the async modes; the sync trainer generates a whole batch on one version.", key,
+                          "Set trainer.use_v1=True trainer.v1.trainer_mode=colocate_async (or separate_async), "
+                          "or remove the key.")
+    if cfg.actor_rollout_ref.rollout.min_new_tokens:
+        raise ConfigError(f"{key}=True generates each answer in chunks, and actor_rollout_ref.rollout.min_new_tokens="
+                          f"{cfg.actor_rollout_ref.rollout.min_new_tokens} would be applied to every chunk.", key,
+                          "Set actor_rollout_ref.rollout.min_new_tokens=0, or trainer.v1.partial_rollout=False.")
 
 
 def _check_separate_async(cfg) -> None:

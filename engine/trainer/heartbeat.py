@@ -8,10 +8,13 @@ Phases (their names are the `timing_s/<name>` keys where one exists): `load_chec
 `gen_max` (REMAX's greedy baseline), `reward`, `old_log_prob`, `ref`, `values`, `adv`, `update_critic`,
 `update_actor`, `sync_weights` (vLLM: the actor's weights streamed into the rollout engine, and checked),
 `validation`, `save_checkpoint`, `save_checkpoint_wait` (waiting for a background write),
-`export_hf_model`. A logger that has `log_phase(phase, step)` receives them (engine/loggers/base.py); the dashboard
+`export_hf_model`, `wait_rollout` (the async modes: the trainer waiting for the rollout thread's batch, inside `gen`;
+its `detail` names what the producer is doing). A logger that has `log_phase(phase, step)` receives them (engine/loggers/base.py); the dashboard
 logger sends them to the server (engine/loggers/dashboard.py).
 """
 from __future__ import annotations
+
+import inspect
 
 from engine.loggers.base import Logger
 
@@ -21,11 +24,16 @@ class Heartbeat:
         self.logger = logger
         self.current: tuple[str, int] | None = None
 
-    def enter(self, phase: str, step: int) -> None:
-        """Report `phase` of step `step`, unless it is the phase already reported."""
+    def enter(self, phase: str, step: int, detail: str | None = None) -> None:
+        """Report `phase` of step `step`, unless it is the phase already reported. `detail`: one line on what the
+        phase waits for, passed to a logger whose log_phase takes a `detail` argument."""
         if (phase, step) == self.current:
             return
         self.current = (phase, step)
         report = getattr(self.logger, "log_phase", None)  # a logger written before log_phase existed has none
-        if report is not None:
+        if report is None:
+            return
+        if detail is not None and "detail" in inspect.signature(report).parameters:
+            report(phase, step, detail=detail)
+        else:
             report(phase, step)

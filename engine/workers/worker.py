@@ -314,8 +314,9 @@ class TrainWorker:
     def behaviour_publish(self, version: int) -> dict:
         return self.behaviour.publish(version)
 
-    def behaviour_generate(self, batch: Batch, version: int):
-        out, metrics = self.behaviour.generate(self._local(batch), version)
+    def behaviour_generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0):
+        # newest/chunk: partial rollout (trainer.v1.partial_rollout, engine/trainer/ASYNC.md)
+        out, metrics = self.behaviour.generate(self._local(batch), version, newest=newest, chunk=chunk)
         return out.cpu(), metrics
 
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------

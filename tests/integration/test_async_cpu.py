@@ -20,7 +20,7 @@ SMALL = {"algorithm.adv_estimator": "grpo", "trainer.n_gpus_per_node": 1, "data.
          "+actor_rollout_ref.rollout.engine_kwargs.hf.decode": "static",
          "algorithm.rollout_correction.rollout_is": "token"}
 # differ between any two runs (wall time, throughput) or describe the mode itself
-VARIABLE = ("timing_s/", "perf/", "memory/", "throughput", "timing_per_token")
+VARIABLE = ("timing_s/", "perf/", "memory/", "throughput", "timing_per_token", "timeline/")
 
 
 def _train(tiny_model, arith_data, out, **extra):

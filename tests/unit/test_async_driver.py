@@ -45,6 +45,12 @@ class Trainer:
         self.box = [None]
         self.wg = Group(self.box, fail_at)
 
+    def clock(self):
+        return 0.0
+
+    def partial_kwargs(self, step):
+        return {}
+
     def group_prompts(self, prompts):
         return Batch(dict(prompts.tensors), dict(prompts.meta), dict(prompts.info))
 

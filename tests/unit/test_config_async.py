@@ -127,3 +127,18 @@ def test_a_resolved_async_config_resolves_again_unchanged():
 def test_the_legacy_trainer_ignores_v1_as_verl_does():
     cfg = build_config(ASYNC + ["trainer.use_v1=False", "trainer.v1.trainer_mode=colocate_async"])
     assert cfg.algorithm.rollout_correction.rollout_is is None  # synchronous: nothing turned on
+
+
+def test_partial_rollout_is_off_by_default_and_runs_in_the_async_modes_only():
+    v1 = build_config([]).trainer.v1
+    assert (v1.partial_rollout, v1.partial_rollout_chunk) == (False, 16)
+    cfg = build_config(ASYNC + ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
+                                "trainer.v1.partial_rollout=True", "trainer.v1.partial_rollout_chunk=8"])
+    assert cfg.trainer.v1.partial_rollout and cfg.trainer.v1.partial_rollout_chunk == 8
+    with pytest.raises(ConfigError) as err:  # the sync trainer never updates mid-batch
+        build_config(ASYNC + ["trainer.v1.partial_rollout=True"])
+    assert err.value.key == "trainer.v1.partial_rollout" and "colocate_async" in err.value.fix
+    with pytest.raises(ConfigError) as err:  # min_new_tokens would be forced on every chunk
+        build_config(ASYNC + ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
+                              "trainer.v1.partial_rollout=True", "actor_rollout_ref.rollout.min_new_tokens=4"])
+    assert err.value.key == "trainer.v1.partial_rollout" and "min_new_tokens=0" in err.value.fix

@@ -6,6 +6,13 @@ those shards (no collective); given the same weights it computes the actor's log
 The driver publishes the actor's weights after each step as a numbered version (a CPU snapshot) and asks for each
 batch to be generated with one exact version, so which weights produced which batch does not depend on thread
 timing. Snapshots older than the version last asked for are dropped: at most the rollout's lead + 1 are held.
+
+Partial rollout (`trainer.v1.partial_rollout`, ASYNC.md): the answers are generated in chunks of
+`partial_rollout_chunk` tokens; between chunks, if a newer version (at most `newest`) has been published, the copy
+loads it and the answers still running continue on it. Each chunk is a fresh decoder call on prompt + the tokens so
+far, so the prefix's KV cache is *recomputed* with the new weights (verl V1's resumed requests do the same: "the
+KV cache is reconstructed for the retained prefix"); every token's log-prob is then exactly the weights that sampled
+it, on the whole prefix, instead of a mix of old keys and new queries that no policy computes.
 """
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ import time
 import torch
 
 from engine.protocol import Batch
+from engine.rollout.hf_rollout import assemble, eos_ids
+from engine.trainer.asynchronous import versions
 
 
 class BehaviourPolicy:
@@ -40,9 +49,71 @@ class BehaviourPolicy:
             self.snapshots[int(version)] = state
         return {"timing_s/update_weights": time.perf_counter() - start}
 
-    def generate(self, batch: Batch, version: int) -> tuple[Batch, dict]:
-        """Answers sampled with the weights of `version` exactly (published earlier)."""
-        version = int(version)
+    def generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0,
+                 on_chunk=None) -> tuple[Batch, dict]:
+        """Answers sampled with the weights of `version` exactly (published earlier), each token's version in
+        `policy_versions`. `chunk` > 0 (partial rollout): between chunks of that many tokens, switch to the newest
+        published version ≤ `newest`. `on_chunk(tokens_done)`: called at each chunk boundary before the check
+        (the tests publish a version there, forcing an update mid-answer without racing a thread)."""
+        metrics, loaded = self._load(int(version))
+        start = time.perf_counter()
+        if chunk and chunk > 0:
+            out, switches = self._generate_partial(batch, int(chunk), newest, on_chunk, metrics)
+            metrics["rollout/partial_switches"] = float(switches)
+        else:
+            out = self.rollout.generate(batch, validate=False)
+            out.tensors[versions.KEY] = versions.stamp(out["responses"], self.version)
+        metrics["timing_s/gen_worker"] = time.perf_counter() - start - metrics.pop("_loads_s", 0.0)
+        if hasattr(self.rollout, "take_freshness"):
+            # the static decoder's check that it decoded the weights just loaded (rollout/weights_stale, and
+            # rollout/actor_weight_change: how far they moved since the last load), reported after each load only:
+            # a batch on a version already used (the rollout ahead, early on) moved nothing and says nothing about
+            # the actor (the server's actor-not-moving check reads the change)
+            fresh = self.rollout.take_freshness()
+            if loaded or metrics.get("rollout/partial_switches"):
+                metrics.update(fresh)
+        return out, metrics
+
+    def _newer(self, newest: int | None) -> int | None:
+        """The newest published version above the loaded one and at most `newest` (None: none)."""
+        with self.lock:
+            found = [v for v in self.snapshots if v > self.version and (newest is None or v <= newest)]
+        return max(found) if found else None
+
+    def _generate_partial(self, batch: Batch, chunk: int, newest, on_chunk, metrics: dict) -> tuple[Batch, int]:
+        rollout = self.rollout
+        length = int(rollout.cfg.response_length)
+        stop = [] if rollout.cfg.ignore_eos else eos_ids(rollout.module, rollout.tokenizer)
+        rows = batch["input_ids"].shape[0]
+        responses = torch.full((rows, length), rollout.pad_id, dtype=torch.long)
+        log_probs = torch.zeros(rows, length, dtype=torch.float32)
+        stamps = torch.full((rows, length), self.version, dtype=torch.long)
+        running, done, switches = torch.arange(rows), 0, 0
+        while running.numel() and done < length:
+            n = min(chunk, length - done)
+            out = rollout.generate(_continuation(batch, responses, running, done), validate=False, max_new_tokens=n)
+            responses[running, done:done + n] = out["responses"].cpu()
+            log_probs[running, done:done + n] = out["rollout_log_probs"].cpu()
+            stamps[running, done:done + n] = self.version
+            ended = out["response_mask"].sum(-1).cpu() < n  # pad after the end token
+            if stop:
+                ended |= torch.isin(out["responses"][:, -1].cpu(), torch.tensor(stop))  # ended on the last one
+            running, done = running[~ended], done + n
+            if running.numel() and done < length:
+                if on_chunk is not None:
+                    on_chunk(done)
+                newer = self._newer(newest)
+                if newer is not None:  # the answers in flight continue on the new weights
+                    metrics["_loads_s"] = metrics.get("_loads_s", 0.0) + self._load(newer)[0]["timing_s/behaviour_load"]
+                    switches += 1
+        device = batch["input_ids"].device
+        out = assemble(batch, responses.to(device), stop, rollout.pad_id)
+        out.tensors["rollout_log_probs"] = log_probs.to(device) * out["response_mask"]
+        out.tensors[versions.KEY] = stamps
+        return out, switches
+
+    def _load(self, version: int) -> tuple[dict, bool]:
+        """Make the copy's weights those of `version`: (the load's time, whether weights were copied)."""
         with self.lock:
             if version not in self.snapshots and version != self.version:
                 raise RuntimeError(f"behaviour policy: version {version} was never published (have "
@@ -56,19 +127,20 @@ class BehaviourPolicy:
                 for name, param in self.module.named_parameters():
                     _local(param).copy_(state[name])
             self.version = version
-        metrics = {"timing_s/behaviour_load": time.perf_counter() - start}
-        start = time.perf_counter()
-        out = self.rollout.generate(batch, validate=False)
-        metrics["timing_s/gen_worker"] = time.perf_counter() - start
-        if hasattr(self.rollout, "take_freshness"):
-            # the static decoder's check that it decoded the weights just loaded (rollout/weights_stale, and
-            # rollout/actor_weight_change: how far they moved since the last load), reported after each load only:
-            # a batch on a version already used (the rollout ahead, early on) moved nothing and says nothing about
-            # the actor (the server's actor-not-moving check reads the change)
-            fresh = self.rollout.take_freshness()
-            if state is not None:
-                metrics.update(fresh)
-        return out, metrics
+        return {"timing_s/behaviour_load": time.perf_counter() - start}, state is not None
+
+
+def _continuation(batch: Batch, responses: torch.Tensor, running: torch.Tensor, done: int) -> Batch:
+    """The prompts of the rows still running with their first `done` answer tokens appended (none of them has
+    ended, so the appended tokens are all real: no padding inside), positions continuing the prompt's."""
+    device = batch["input_ids"].device
+    idx = running.to(device)
+    ids, mask, pos = batch["input_ids"][idx], batch["attention_mask"][idx], batch["position_ids"][idx]
+    if done:
+        ids = torch.cat([ids, responses[running, :done].to(device)], dim=1)
+        mask = torch.cat([mask, torch.ones(len(running), done, dtype=mask.dtype, device=device)], dim=1)
+        pos = torch.cat([pos, pos[:, -1:] + torch.arange(1, done + 1, device=device)], dim=1)
+    return Batch({"input_ids": ids, "attention_mask": mask, "position_ids": pos})
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

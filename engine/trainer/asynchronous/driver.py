@@ -11,6 +11,7 @@ ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the traine
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from engine.protocol import Batch
@@ -25,7 +26,9 @@ class Produced:
     loader_state: dict  # the loader's state before these prompts: a checkpoint resumes by reissuing them
     batch: Batch | None = None  # the generated answers, once done
     metrics: dict = field(default_factory=dict)  # the workers' metrics of the generation
-    version: int = -1
+    version: int = -1  # the version it started on (partial rollout: later tokens may be newer)
+    started_s: float = 0.0  # the producer's clock around its generation, seconds since the run started
+    ended_s: float = 0.0
 
 
 class RolloutAhead:
@@ -40,6 +43,8 @@ class RolloutAhead:
         self.published = start_step - 1  # the newest version published to the behaviour policy
         self.error: BaseException | None = None
         self.stopping = False
+        # what the producer is doing now, for the trainer's heartbeat (wait_rollout): (what, step, version, since)
+        self.activity: tuple[str, int, int, float] = ("starting", start_step + 1, start_step, time.time())
         self.thread = threading.Thread(target=self._run, name="rlstudio-rollout-ahead", daemon=True)
 
     def version_for(self, step: int) -> int:
@@ -79,6 +84,18 @@ class RolloutAhead:
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join()
 
+    def state(self) -> str:
+        """One line naming what the producer is doing or waiting for (a hung wait_rollout says where)."""
+        with self.cond:
+            what, step, version, since = self.activity
+            if self.error is not None:
+                what = f"failed: {type(self.error).__name__}"
+        return f"rollout {what} step {step} (version {version}) for {time.time() - since:.1f} s"
+
+    def _doing(self, what: str, step: int, version: int) -> None:
+        with self.cond:
+            self.activity = (what, step, version, time.time())
+
     def _wait(self, ready) -> None:
         while not ready():
             if self.error is not None:
@@ -94,6 +111,8 @@ class RolloutAhead:
         try:
             while True:
                 version = self.version_for(step)
+                self._doing(f"waiting for the trainer to ask (up to {self.ahead} ahead) and version {version}, for",
+                            step, version)
                 with self.cond:
                     while not self.stopping and not (staleness.may_start(step, version, self.ahead)
                                                      and self.requested >= step - self.ahead
@@ -107,10 +126,17 @@ class RolloutAhead:
                     self.cond.notify_all()
                 grouped = self.trainer.group_prompts(item.prompts)
                 grouped.info["global_step"] = step
-                batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=version)
-                batch.tensors[versions.KEY] = versions.stamp(batch["responses"], version)
+                self._doing("generating", step, version)
+                started = self.trainer.clock()
+                # partial rollout: later chunks may switch to any version the trainer of step `step` allows, i.e.
+                # up to its own weights (step - 1); otherwise the whole batch on `version`
+                batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=version,
+                                                         **self.trainer.partial_kwargs(step))
+                if versions.KEY not in batch.tensors:  # a worker that did not stamp: one version throughout
+                    batch.tensors[versions.KEY] = versions.stamp(batch["responses"], version)
                 with self.cond:
                     item.batch, item.metrics = batch, metrics
+                    item.started_s, item.ended_s = started, self.trainer.clock()
                     self.cond.notify_all()
                 step += 1
         except BaseException as exc:  # noqa: BLE001 - handed to the trainer, which raises it with the cause
@@ -147,7 +173,18 @@ class AsyncPPOTrainer(PPOTrainer):
         self.loader = train_loader
         self.settings = staleness.AsyncSettings.from_config(cfg)
         self.producer: RolloutAhead | None = None
+        self.run_start = time.time()  # the timeline/* metrics' zero: both threads read this wall clock
+        v1 = cfg.trainer.v1
+        self.partial_chunk = int(v1.partial_rollout_chunk) if v1.partial_rollout else 0
         self.wg.all_call("behaviour_init")
+
+    def clock(self) -> float:
+        """Seconds since the run started, on the wall clock (the same for the producer's and the trainer's spans)."""
+        return time.time() - self.run_start
+
+    def partial_kwargs(self, step: int) -> dict:
+        """behaviour_generate's partial-rollout arguments for step `step`'s batch: none when it is off."""
+        return {"newest": step - 1, "chunk": self.partial_chunk} if self.partial_chunk else {}
 
     def producer_for_next(self) -> Produced:
         if self.producer is None:  # first batch, after any resume: the weights now are the first version
@@ -158,7 +195,14 @@ class AsyncPPOTrainer(PPOTrainer):
         return self.producer.prompts(self.global_step + 1)
 
     def generate(self, prompts: Batch, log: StepLog) -> Batch:
+        # a phase of its own inside `gen`: a run hung here names the producer's state (generating which step on
+        # which version, or waiting for what) instead of a bare `gen`
+        self.heartbeat.enter("wait_rollout", self.global_step, detail=self.producer.state())
+        waited = time.perf_counter()
         item = self.producer.take(self.global_step)
+        self.timeline = {"timeline/rollout_start_s": item.started_s, "timeline/rollout_end_s": item.ended_s,
+                         "timeline/train_start_s": self.clock()}
+        log.metrics["timing_s/wait_rollout"] = time.perf_counter() - waited
         log.add_worker_metrics(item.metrics)
         batch = item.batch
         batch.info["global_step"] = self.global_step
@@ -175,6 +219,9 @@ class AsyncPPOTrainer(PPOTrainer):
         published = self.wg.all_call("behaviour_publish", self.global_step)
         self.producer.publish(self.global_step)
         metrics["timing_s/update_weights"] = max(m["timing_s/update_weights"] for m in published)
+        # the dashboard's timeline: this step's batch's generation (the producer's clock) and its training (here,
+        # from the batch's hand-over to the publication of the new weights); seconds since the run started
+        metrics.update(self.timeline, **{"timeline/train_end_s": self.clock()})
         return metrics, samples
 
     def fit(self) -> None:
