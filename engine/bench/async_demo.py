@@ -31,20 +31,32 @@ import time
 from pathlib import Path
 
 PRESETS = {"grpo": "demo", "ppo": "demo_ppo"}
-# the presets' batch shapes, for separate_async's invariant train_batch_size = parameter_sync_step × mini-batch
-SYNC_STEPS = {"grpo": 32 // 32, "ppo": 256 // 64}
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 MODES = ("sync", "colocate_async", "separate_async")
 VAL_KEY = "val-core/arith/reward/mean@1"
 STALENESS_KEY = "training/off_policy/trajectory_staleness/mean"
 
 
-def mode_overrides(algo: str, mode: str, threshold: int) -> list[str]:
+def sync_step(algo: str, overrides: list[str]) -> int:
+    """verl's parameter_sync_step for one weight sync a step: train_batch_size / ppo_mini_batch_size, read from the
+    preset and the run's overrides."""
+    import yaml
+
+    preset = yaml.safe_load((CONFIGS / f"{PRESETS[algo]}.yaml").read_text())
+    given = dict(o.split("=", 1) for o in overrides if "=" in o)
+    bsz = int(given.get("data.train_batch_size", preset["data"]["train_batch_size"]))
+    mini = int(given.get("actor_rollout_ref.actor.ppo_mini_batch_size",
+                         preset["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"]))
+    return max(1, bsz // mini)  # a remainder is refused by the engine, naming the key
+
+
+def mode_overrides(algo: str, mode: str, threshold: int, overrides: list[str]) -> list[str]:
     if mode == "sync":
         return []
     args = ["trainer.use_v1=True", f"trainer.v1.trainer_mode={mode}",
             f"trainer.v1.sampler.max_off_policy_threshold={threshold}", f"trainer.v1.{mode}.num_warmup_batches=1"]
     if mode == "separate_async":
-        args.append(f"trainer.v1.separate_async.parameter_sync_step={SYNC_STEPS[algo]}")
+        args.append(f"trainer.v1.separate_async.parameter_sync_step={sync_step(algo, overrides)}")
     return args
 
 
@@ -80,7 +92,7 @@ def one_run(algo: str, mode: str, args, workdir: Path) -> dict:
     out = workdir / f"{algo}-{mode}"
     overrides = [f"trainer.default_local_dir={out}", "trainer.logger=[console,file]", "trainer.save_freq=-1",
                  f"trainer.test_freq={args.steps or args.test_freq}", "trainer.val_before_train=True",
-                 *mode_overrides(algo, mode, args.threshold)]
+                 *mode_overrides(algo, mode, args.threshold, args.overrides)]
     if args.steps:
         overrides.append(f"trainer.total_training_steps={args.steps}")
     cmd = [sys.executable, "-m", "engine.main_ppo", "--config-name", PRESETS[algo], *overrides, *args.overrides]
