@@ -24,10 +24,10 @@ def record(step: int, trainer=None) -> None:
         return
     path, report = os.environ[FILE_ENV], trainer.heartbeat.enter
 
-    def recording(phase: str, at_step: int) -> None:
+    def recording(phase: str, at_step: int, detail: str | None = None) -> None:  # detail: the async wait_rollout's
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"{at_step} {phase}\n")
-        report(phase, at_step)
+        report(phase, at_step, detail=detail)
 
     trainer.heartbeat.enter = recording
     trainer._phases_recorded = True

@@ -134,3 +134,33 @@ def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny
     for step in (1, 2, 3):
         for key in ("actor/pg_loss", "actor/grad_norm", "critic/score/mean", "response_length/mean"):
             assert records[step][key] == pytest.approx(sync.metrics[step][key], rel=1e-5, abs=1e-7), (step, key)
+
+
+@pytest.mark.slow  # one 3-step engine run
+def test_partial_rollout_run_reports_versions_timeline_and_the_wait(tiny_model, arith_data, tmp_path, monkeypatch):
+    """One batch ahead with partial rollout on: whether an update lands mid-answer depends on the threads' timing
+    (the forced, exact case is tests/unit/test_async_partial_rollout.py), so this checks what must hold either way:
+    every token's version lies between the batch's start version and the trained step's weights, the timeline's
+    spans are ordered, and the trainer's wait for the batch is a heartbeat phase of its own."""
+    from tests.integration import phase_recorder
+
+    phases = tmp_path / "phases.txt"
+    for key, value in phase_recorder.hook_env(phases).items():
+        monkeypatch.setenv(key, value)
+    run = _train(tiny_model, arith_data, tmp_path / "partial", **{
+        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.partial_rollout": "True", "trainer.v1.partial_rollout_chunk": 4})
+    for s in (1, 2, 3):
+        m = run.metrics[s]
+        # step s's batch started on version max(0, s - 2) and may switch only up to s - 1 (the trainer's weights)
+        assert m["training/off_policy/trajectory_staleness_worst/max"] <= (0 if s == 1 else 1)
+        assert m["training/off_policy/trajectory_staleness/min"] >= 0
+        assert 1 <= m["training/off_policy/trajectory_spans/max"] <= (1 if s == 1 else 2)
+        assert "rollout/partial_switches" in m and math.isfinite(m["actor/pg_loss"])
+        assert m["timeline/rollout_start_s"] <= m["timeline/rollout_end_s"] <= m["timeline/train_start_s"] \
+            <= m["timeline/train_end_s"]
+        assert m["timing_s/wait_rollout"] <= m["timing_s/gen"]
+    assert run.metrics[1]["training/off_policy/trajectory_spans/max"] == 1  # nothing to switch to during step 1's
+    for s in (2, 3):
+        assert run.metrics[s - 1]["timeline/train_end_s"] <= run.metrics[s]["timeline/train_start_s"]
+    assert phase_recorder.phases(phases, 2)[:2] == ["gen", "wait_rollout"]  # the hook records from step 2 on
