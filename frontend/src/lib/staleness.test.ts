@@ -49,8 +49,8 @@ describe("an answer's versions", () => {
     expect(stalenessLabel({ step: 13, policy_version_min: 12, policy_version_max: 12, staleness: 0 })).toBe("on-policy");
     expect(stalenessLabel({ step: 13, policy_version_min: 11, policy_version_max: 11, staleness: 1, staleness_worst: 1 }))
       .toBe("1 version stale");
-    expect(stalenessLabel({ step: 13, policy_version_min: 9, policy_version_max: 11 })).toBe("1 version stale (oldest token 3)");
-    expect(stalenessLabel({ step: 13, policy_version_min: 10, policy_version_max: 12 })).toBe("on-policy (oldest token 2)");
+    expect(stalenessLabel({ step: 13, policy_version_min: 9, policy_version_max: 11 })).toBe("1 version stale; oldest token 3 behind");
+    expect(stalenessLabel({ step: 13, policy_version_min: 10, policy_version_max: 12 })).toBe("on-policy; oldest token 2 behind");
     expect(stalenessLabel({ step: 13 })).toBeNull();
   });
   it("gets a table column only when the run trained off-policy", () => {

@@ -22,6 +22,7 @@ export const STALENESS_CHART: ChartDef = {
     { keys: STALENESS_KEYS.spans, title: "trajectory spans: versions that wrote one answer (1 = one version)" },
     { keys: STALENESS_KEYS.evicted, title: "groups evicted as too stale" },
   ],
+  names: (keys) => new Map(keys.map((k) => [k, k.slice(P.length + 1)])),
 };
 
 /** verl's asynchronous v1 modes, read from a run's resolved config (engine/config/trainer_mode.py `is_async`). */
@@ -64,13 +65,13 @@ export function versionLabel(s: Versioned): string | null {
   return low === high ? `v${high}` : `v${low}–${high}`;
 }
 
-/** "on-policy", "1 version stale", "2 versions stale (oldest token 3)"; null without versions. */
+/** "on-policy", "1 version stale", "2 versions stale; oldest token 3 behind"; null without versions. */
 export function stalenessLabel(s: Versioned): string | null {
   const stale = s.staleness ?? (s.policy_version_max == null ? null : s.step - 1 - s.policy_version_max);
   if (stale === null) return null;
   const worst = s.staleness_worst ?? (s.policy_version_min == null ? stale : s.step - 1 - s.policy_version_min);
   const head = stale <= 0 ? "on-policy" : `${stale} version${stale === 1 ? "" : "s"} stale`;
-  return worst !== stale ? `${head} (oldest token ${worst})` : head;
+  return worst !== stale ? `${head}; oldest token ${worst} behind` : head;
 }
 
 /** Rows or answers that show the run trained off-policy (some staleness above 0, or an answer written by several
