@@ -235,9 +235,11 @@ class DashboardLogger(Logger):
                 self._line_seq += 1
             self._cond.notify()
 
-    def log_phase(self, phase: str, step: int) -> None:
-        body = {"status": "running", "error": None,
-                "fields": {"heartbeat": {"phase": str(phase), "step": int(step), "time": time.time()}}}
+    def log_phase(self, phase: str, step: int, detail: str | None = None) -> None:
+        beat = {"phase": str(phase), "step": int(step), "time": time.time()}
+        if detail is not None:  # the async trainer's wait_rollout: what the rollout thread is doing
+            beat["detail"] = str(detail)
+        body = {"status": "running", "error": None, "fields": {"heartbeat": beat}}
         request = {"path": f"/api/v1/runs/{self.run_id}/status", "body": body, "heartbeat": True}
         with self._cond:
             if self._outbox and self._outbox[-1].get("heartbeat"):

@@ -8,7 +8,7 @@ from engine.config import ConfigError
 from engine.config.resolve import logger_names
 from engine.config.vocab import LoggerName
 from engine.config.vocab import names as vocabulary
-from engine.loggers.base import Logger
+from engine.loggers.base import Logger, report_phase
 
 KNOWN = vocabulary(LoggerName)
 
@@ -29,11 +29,9 @@ class Tracking(Logger):
         for lg in self.loggers:
             lg.log_status(status, **fields)
 
-    def log_phase(self, phase, step):
-        for lg in self.loggers:
-            report = getattr(lg, "log_phase", None)  # loggers given to engine.main_ppo.run need not subclass Logger
-            if report is not None:
-                report(phase, step)
+    def log_phase(self, phase, step, detail=None):
+        for lg in self.loggers:  # loggers given to engine.main_ppo.run need not subclass Logger (or take detail)
+            report_phase(lg, phase, step, detail)
 
     def close(self):
         for lg in self.loggers:

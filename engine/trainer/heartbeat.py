@@ -14,9 +14,7 @@ logger sends them to the server (engine/loggers/dashboard.py).
 """
 from __future__ import annotations
 
-import inspect
-
-from engine.loggers.base import Logger
+from engine.loggers.base import Logger, report_phase
 
 
 class Heartbeat:
@@ -30,10 +28,4 @@ class Heartbeat:
         if (phase, step) == self.current:
             return
         self.current = (phase, step)
-        report = getattr(self.logger, "log_phase", None)  # a logger written before log_phase existed has none
-        if report is None:
-            return
-        if detail is not None and "detail" in inspect.signature(report).parameters:
-            report(phase, step, detail=detail)
-        else:
-            report(phase, step)
+        report_phase(self.logger, phase, step, detail)

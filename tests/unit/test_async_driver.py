@@ -5,6 +5,8 @@ with its cause. Every wait is for a state (the producer's condition variable), n
 from __future__ import annotations
 
 
+import threading
+
 import pytest
 import torch
 
@@ -30,11 +32,14 @@ class Group:
 
     def __init__(self, producer_box, fail_at=None):
         self.calls, self.box, self.fail_at = [], producer_box, fail_at
+        self.go = threading.Event()  # cleared: each generation holds until the test lets it go
+        self.go.set()
 
     def dp_call(self, method, batch, version):
         assert method == "behaviour_generate"
         step = batch.info["global_step"]
         self.calls.append((step, version, self.box[0].requested))
+        self.go.wait()
         if step == self.fail_at:
             raise ValueError(f"planted failure at step {step}")
         return Batch({"responses": batch["input_ids"], "response_mask": torch.ones_like(batch["input_ids"])}), {}
@@ -141,3 +146,53 @@ def test_stop_ends_a_producer_waiting_for_weights():
     producer.take(1)
     producer.stop()  # it waits for step 2's request and version 1, which never come
     assert not producer.thread.is_alive()
+
+
+def test_the_producer_state_names_what_the_trainer_waits_on():
+    """What the trainer's wait_rollout heartbeat carries: the rollout generating which step on which version, or
+    waiting for the trainer and the weights."""
+    trainer = Trainer()
+    trainer.wg.go.clear()  # the first generation holds
+    producer = RolloutAhead(trainer, Loader(), ahead=0, start_step=0)
+    trainer.box[0] = producer
+    producer.publish(0)
+    producer.thread.start()
+    try:
+        producer.prompts(1)
+        with producer.cond:
+            producer.cond.wait_for(lambda: producer.activity[0] == "generating")
+        assert producer.state().startswith("rollout generating: step 1 on version 0, for ")
+        trainer.wg.go.set()
+        producer.take(1)
+        with producer.cond:  # step 2 needs the trainer's request and version 1, neither of which has come
+            producer.cond.wait_for(lambda: producer.activity[1] == 2)
+        assert producer.state().startswith("rollout waiting for the trainer's request (at most 0 ahead) and "
+                                           "version 1: step 2 on version 1, for ")
+    finally:
+        producer.stop()
+
+
+def test_the_heartbeat_detail_reaches_the_loggers_that_take_it():
+    from engine.loggers.tracking import Tracking
+    from engine.trainer.heartbeat import Heartbeat
+
+    class WithDetail:
+        def __init__(self):
+            self.seen = []
+
+        def log_phase(self, phase, step, detail=None):
+            self.seen.append((phase, step, detail))
+
+    class Plain:
+        def __init__(self):
+            self.seen = []
+
+        def log_phase(self, phase, step):
+            self.seen.append((phase, step))
+
+    rich, plain = WithDetail(), Plain()
+    beat = Heartbeat(Tracking([rich, plain]))
+    beat.enter("gen", 2)
+    beat.enter("wait_rollout", 2, detail="rollout generating: step 2 on version 1, for 0.5 s")
+    assert rich.seen == [("gen", 2, None), ("wait_rollout", 2, "rollout generating: step 2 on version 1, for 0.5 s")]
+    assert plain.seen == [("gen", 2), ("wait_rollout", 2)]

@@ -123,6 +123,20 @@ def test_dashboard_heartbeat_goes_on_the_status_route_at_once(tmp_path):
         server.stop()
 
 
+def test_dashboard_heartbeat_carries_the_phase_detail_when_there_is_one(tmp_path):
+    """The async trainer's wait_rollout names what the rollout thread is doing (engine/trainer/ASYNC.md)."""
+    server = Server()
+    logger = DashboardLogger(server.url, 7, "tok", str(tmp_path), flush_interval=3600, quiet=True)
+    try:
+        logger.log_phase("wait_rollout", 2, detail="rollout generating: step 2 on version 1, for 0.5 s")
+        assert server.first.wait(WAIT)
+        beat = server.requests[0][1]["fields"]["heartbeat"]
+        assert (beat["phase"], beat["detail"]) == ("wait_rollout", "rollout generating: step 2 on version 1, for 0.5 s")
+    finally:
+        logger.close()
+        server.stop()
+
+
 def test_a_heartbeat_not_yet_sent_is_replaced_by_the_next(tmp_path):
     server = Server(hold=True)
     logger = DashboardLogger(server.url, 7, None, str(tmp_path), flush_interval=3600, quiet=True)

@@ -90,11 +90,12 @@ class RolloutAhead:
             what, step, version, since = self.activity
             if self.error is not None:
                 what = f"failed: {type(self.error).__name__}"
-        return f"rollout {what} step {step} (version {version}) for {time.time() - since:.1f} s"
+        return f"rollout {what}: step {step} on version {version}, for {time.time() - since:.1f} s"
 
     def _doing(self, what: str, step: int, version: int) -> None:
         with self.cond:
             self.activity = (what, step, version, time.time())
+            self.cond.notify_all()  # (a test waits for a state, never a timer)
 
     def _wait(self, ready) -> None:
         while not ready():
@@ -111,7 +112,7 @@ class RolloutAhead:
         try:
             while True:
                 version = self.version_for(step)
-                self._doing(f"waiting for the trainer to ask (up to {self.ahead} ahead) and version {version}, for",
+                self._doing(f"waiting for the trainer's request (at most {self.ahead} ahead) and version {version}",
                             step, version)
                 with self.cond:
                     while not self.stopping and not (staleness.may_start(step, version, self.ahead)
