@@ -1,16 +1,18 @@
 """Asynchronous training's per-answer policy versions and staleness (issue 29): made by the engine's sample builder
-from a real batch, sent as the dashboard logger sends them, stored on a real SQLite file, served and filtered."""
+from a real batch, sent as the dashboard logger sends them, stored on a real SQLite file (and PostgreSQL), served
+and filtered."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from engine.loggers.dashboard import DashboardLogger
 from engine.models.tokenizer import build_char_tokenizer
 from engine.protocol import Batch
 from engine.trainer.samples import build_samples
-from tests.backend.conftest import external_run
+from tests.backend.conftest import DATABASES, external_run
 
 
 def _engine_samples(step: int) -> list[dict]:
@@ -32,6 +34,7 @@ def _auth(run):
     return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)  # the rows: SQLite reduces in SQL, others in Python
 def test_versions_are_stored_served_and_filtered_by_staleness(client):
     run = external_run(client)
     body = _engine_samples(5)
