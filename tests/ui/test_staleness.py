@@ -15,7 +15,7 @@ from engine.loggers.dashboard import DashboardLogger
 from engine.models.tokenizer import build_char_tokenizer
 from engine.protocol import Batch
 from engine.trainer.samples import build_samples
-from tests.ui.conftest import shot
+from tests.ui.conftest import ARTIFACTS, shot
 from tests.ui.seed import step_metrics
 
 P = "training/off_policy"
@@ -27,13 +27,17 @@ def _off_policy(step: int, staleness: float, span: float, evicted: float) -> dic
             f"{P}/trajectory_spans/mean": span, f"{P}/trajectory_spans/max": span, f"{P}/evicted_samples": evicted}
 
 
-def _plant(server, name: str, rows: list[tuple[float, float, float]]) -> dict:
+def _plant(server, name: str, rows: list[tuple[float, float, float]], timeline: bool = False) -> dict:
     run = server.api.external_run(name, tags=["ui"])
     rng = random.Random(0)
     points = []
     for step, row in enumerate(rows, start=1):
         points += step_metrics(step, len(rows), rng)
         points += [{"key": k, "step": step, "value": v} for k, v in _off_policy(step, *row).items()]
+        if timeline:  # one batch ahead: step s+1 generates (1 s) while step s trains (2 s); nothing waits
+            points += [{"key": f"timeline/{k}", "step": step, "value": float(v)} for k, v in
+                       {"rollout_start_s": 2 * step - 2, "rollout_end_s": 2 * step - 1, "train_start_s": 2 * step - 1,
+                        "train_end_s": 2 * step + 1}.items()]
     server.api.metrics(run, points)
     return run
 
@@ -51,7 +55,7 @@ def _answers(step: int) -> list[dict]:
 
 
 def test_staleness_chart_versions_filter_and_overlay(page, server, tmp_path):
-    stale_run = _plant(server, "async-run", [(0, 1, 0), (1, 1, 0), (1, 2, 0), (1, 1, 2)])
+    stale_run = _plant(server, "async-run", [(0, 1, 0), (1, 1, 0), (1, 2, 0), (1, 1, 2)], timeline=True)
     sync_run = _plant(server, "sync-run", [(0, 1, 0)] * 4)
     logger = DashboardLogger(server.url, stale_run["id"], stale_run["ingest_token"], str(tmp_path / "spool"), quiet=True)
     logger.log_samples(3, _answers(3))
@@ -66,6 +70,14 @@ def test_staleness_chart_versions_filter_and_overlay(page, server, tmp_path):
     expect(chart.get_by_label(re.compile("legend"))).to_contain_text("evicted_samples")
     assert int(chart.get_attribute("data-points")) > 0
     shot(page, "run-staleness-chart")
+    # the timeline: a bar per step on each lane, and the overlap / wait it adds up (rollout of s+1 under training of s)
+    timeline = page.locator("[data-chart=timeline]")
+    expect(timeline).to_be_visible()
+    assert int(timeline.get_attribute("data-points")) == 8
+    expect(timeline.locator("[data-timeline-summary]")).to_have_text(
+        re.compile(r"steps 1–4: generation overlapped training 3 s; the trainer waited 0 s"))
+    expect(timeline.get_by_label(re.compile("legend"))).to_contain_text("rollout")
+    timeline.screenshot(path=str(ARTIFACTS / "run-timeline-chart.png"))
     # a synchronous run logs the same metrics, on-policy: no chart of flat lines
     page.goto(f"{server.url}/runs/{sync_run['id']}")
     expect(page.locator("[data-chart=score]")).to_be_visible()

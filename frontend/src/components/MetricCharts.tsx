@@ -8,7 +8,8 @@
  * panel of its own under the main one, on the same step axis, titled in the gap above it; 0/1 flags are
  * markers on the step axis with a dotted line through the panels; a line identical to an earlier one is drawn
  * dashed over a wider one and its legend says "= the other"; a sparse series gets markers; tick labels
- * share one SI prefix per axis. The step-time chart is stacked bars (lib/stepBreakdown.ts).
+ * share one SI prefix per axis. The step-time chart is stacked bars (lib/stepBreakdown.ts); the async timeline
+ * horizontal bars on the run's clock (lib/timeline.ts).
  */
 import { useMemo, useState, type ReactNode } from "react";
 import type { MetricStore } from "../api/liveMetrics";
@@ -18,6 +19,7 @@ import { AXIS_NUMBERS, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI
 import { plottable, type Series } from "../lib/series";
 import { ema } from "../lib/smoothing";
 import { concatRuns, stepBreakdown } from "../lib/stepBreakdown";
+import { timeline } from "../lib/timeline";
 import type { ChartOptions } from "./ChartControls";
 import { Plot, type Trace } from "./Plot";
 import { PALETTE, useDark } from "./useTheme";
@@ -84,6 +86,8 @@ export function MetricCharts({ store, runs, options, onPointClick, charts = CHAR
         </section>
       ) : def.breakdown ? (
         <BreakdownChart key={def.id} def={def} store={store} runs={runs} options={options} dark={dark} onPointClick={onPointClick} />
+      ) : def.timeline ? (
+        <TimelineChart key={def.id} def={def} store={store} runs={runs} dark={dark} onPointClick={onPointClick} />
       ) : (
         <MetricChart key={def.id} def={def} keys={keys} store={store} runs={runs} options={options} dark={dark}
           onPointClick={onPointClick} />
@@ -298,6 +302,48 @@ function BreakdownChart({ def, store, runs, options, dark, onPointClick }: {
         // a resumed run's bars after its parent's: the step belongs to the last run that started at or before it
         const owner = [...runs].reverse().find((r) => (store.byRun.get(r.id)?.get("timing_s/step")?.steps[0] ?? Infinity) <= step) ?? runs[runs.length - 1];
         onPointClick(owner.id, step);
+      } : undefined} />
+  );
+}
+
+const LANES = [{ name: "training", y: 0, color: "#e45756" }, { name: "rollout", y: 1, color: "#4c78a8" }];
+
+/** The async modes' timeline: a bar per step on the rollout lane (its batch generated) and on the training lane
+ *  (trained on), on the run's clock, so generation overlapping training — or the trainer waiting — is seen. */
+function TimelineChart({ def, store, runs, dark, onPointClick }: {
+  def: ChartDef; store: MetricStore; runs: RunRef[]; dark: boolean; onPointClick?: (runId: number, step: number) => void;
+}) {
+  const [hidden, toggle] = useHidden();
+  const run = runs[runs.length - 1];
+  const tl = timeline(store.byRun.get(run.id));
+  if (!tl) return null;
+  const traces: Trace[] = LANES.map((lane) => {
+    const spans = lane.name === "rollout" ? tl.rollout : tl.train;
+    return {
+      name: lane.name, type: "bar", orientation: "h", y: spans.map(() => lane.y), x: spans.map((x) => x.end - x.start),
+      base: spans.map((x) => x.start), customdata: spans.map((x) => x.step), width: 0.6,
+      marker: { color: lane.color, line: { width: 1, color: dark ? "#1f2933" : "#ffffff" } },
+      text: spans.map((x) => `step ${x.step} ${lane.name}: ${fmtSI(x.start)}–${fmtSI(x.end)} s`),
+      hovertemplate: "%{text}<extra></extra>", textposition: "none",
+      ...(hidden.has(lane.name) ? { visible: "legendonly" } : {}),
+    };
+  });
+  const legend: LegendItem[] = LANES.map((lane) => ({ name: lane.name, color: lane.color, dash: "solid", glyph: "bar" }));
+  const { layout: common, grid } = baseLayout(dark);
+  const layout = {
+    ...common, barmode: "overlay",
+    xaxis: { gridcolor: grid, zeroline: false, ...AXIS_NUMBERS, ticksuffix: " s", title: { text: "" } },
+    yaxis: { gridcolor: grid, zeroline: false, tickvals: LANES.map((l) => l.y), ticktext: LANES.map((l) => l.name),
+      range: [-0.6, 1.6], fixedrange: true, automargin: true },
+  } as Layout;
+  const resetKey = [[...hidden].join("|"), store.version, store.epoch, dark, run.id].join(";");
+  return (
+    <ChartCard def={def} traces={traces} layout={layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
+      titleExtra={<span className="muted small chart-subtitle" data-timeline-summary>
+        steps {tl.steps[0]}–{tl.steps[1]}: generation overlapped training {fmtSI(tl.overlap)} s; the trainer waited {fmtSI(tl.idle)} s
+      </span>}
+      onPointClick={onPointClick ? (p) => {
+        if (typeof p.customdata === "number") onPointClick(run.id, p.customdata);
       } : undefined} />
   );
 }

@@ -30,6 +30,8 @@ export interface ChartDef {
   band?: [number, number];
   /** the step-time breakdown: timing_s/* phases as stacked bars per step (seconds, or share of the step) */
   breakdown?: boolean;
+  /** the async modes' timeline: each step's rollout and training spans as bars on a time axis (lib/timeline.ts) */
+  timeline?: boolean;
   /** shown in place of the chart when the run has metrics but none of this chart's keys */
   absent?: string;
   /** with a pattern: which of the matched keys to draw, in legend order (the pattern alone cannot say "the
@@ -98,12 +100,14 @@ export const CHARTS: ChartDef[] = [
     flags: { keys: ["actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite"], label: "update skipped" } },
   { id: "lr", title: "Learning rate", keys: ["actor/lr", "critic/lr"] },
   { id: "timing", title: "Step time breakdown (per step)", keys: /^timing_s\//, breakdown: true },
+  { id: "timeline", title: "Rollout and training over time (async modes: the last 30 steps)",
+    keys: ["timeline/train_start_s"], timeline: true },
   { id: "throughput", title: "Throughput (tokens/s)", keys: ["perf/throughput"] },
 ];
 
 /** Compare overlays runs: a stacked breakdown per run would be unreadable, so it shows each run's step time;
- *  pass@k (a line per k per run) stays on the Run page. */
-export const COMPARE_CHARTS: ChartDef[] = CHARTS.filter((c) => c.id !== "pass-at-k").map((c) =>
+ *  pass@k (a line per k per run) and the async timeline stay on the Run page. */
+export const COMPARE_CHARTS: ChartDef[] = CHARTS.filter((c) => c.id !== "pass-at-k" && !c.timeline).map((c) =>
   c.breakdown ? { id: c.id, title: "Step time (s)", keys: ["timing_s/step"] } : c);
 
 /** Every exact key of a chart: its main keys, its panels' and its flags'. */
