@@ -424,10 +424,12 @@ def test_a_phase_that_runs_far_past_its_usual_time_is_a_stall(client):
     start = now - 175  # step 10 at now - 75
     for step in range(1, 11):
         send(client, run, step, {"training/global_step": step, "timing_s/gen": 5.0}, wall_time=start + 10 * step)
-    beat = {"status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": now - 70}}}
+    beat = {"status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": now - 70,
+                                                          "detail": "rollout generating: step 11 on version 9"}}}
     assert client.post(f"{API}/runs/{run['id']}/status", headers=auth(run), json=beat).status_code == 200
     found = alarm(health(client, run), "stalled")
     assert found["state"] == "firing" and found["title"] == "Run stalled in gen"
+    assert "The engine says: rollout generating: step 11 on version 9" in found["detail"]
     assert found["values"]["phase_median_s"] == 5.0 and found["values"]["phase_limit_s"] == 60.0
     assert "timing_s/gen" in found["detail"] and found["values"]["phase_s"] >= 70
 
@@ -443,6 +445,10 @@ def test_stall_is_judged_against_an_injected_clock():
     assert late.steps == [(5, True)]
     words = late.describe(5)
     assert "'update_actor'" in words.detail and words.values["phase_s"] == pytest.approx(291)
+    # the async trainer's wait for its batch names what the rollout thread is doing (engine/trainer/heartbeat.py)
+    waiting = stall.judge(st, 1150.0 + 301, {"phase": "wait_rollout", "time": 1160.0,
+                                             "detail": "rollout generating: step 6 on version 4, for 290.0 s"})
+    assert "The engine says: rollout generating: step 6 on version 4" in waiting.describe(5).detail
     assert stall.judge({}, 1e9, None) is None  # no step times yet: nothing to compare with
     stall.note_phases(st, {"timing_s/gen": [(4, 2.0), (5, 3.0)], "timing_s/reward": [(5, 1.0)]})
     stall.note_phases(st, {"timing_s/gen": [(6, 4.0)]})

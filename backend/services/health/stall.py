@@ -69,5 +69,7 @@ def judge(st: dict, now: float, heartbeat: dict | None) -> Judged | None:
         where = f" It is in phase '{phase}' since {now - began:.0f} s." if current else " No heartbeat names its phase."
         why = (f"No step since step {st['step']} for {idle:.0f} s, {t('stall_factor'):g}x the median step time "
                f"({median:.1f} s) being {limit:.0f} s.{where}")
+    if current and beat.get("detail"):  # what the phase waits on, as the engine says it (async: the rollout's state)
+        why += f" The engine says: {str(beat['detail'])[:300]}"
     return Judged("stalled", "error", [(st["step"], bad)], lambda s: Described(
         "Run stalled" + (f" in {phase}" if current else ""), why, None, values))

@@ -267,7 +267,7 @@ def close_ended(session: Session, run: Run) -> None:
 
 def on_heartbeat(session: Session, run: Run, fields: dict) -> None:
     """The worker's heartbeat (engine/trainer/heartbeat.py: a status report with `fields.heartbeat` = {phase, step,
-    time}): the phase a stalled run is stuck in, and since when."""
+    time, detail?}): the phase a stalled run is stuck in, since when, and what it waits on."""
     beat = fields.get("heartbeat")
     phase = beat.get("phase") if isinstance(beat, dict) else None
     if not isinstance(phase, str) or not phase:
@@ -287,6 +287,8 @@ def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
         row = _state(session, run.id)
         row.data["heartbeat"] = {"phase": phase[:100], "time": float(began) if _finite(began) else time.time(),
                                  "step": beat.get("step") if isinstance(beat.get("step"), int) else None}
+        if isinstance(beat.get("detail"), str):  # what the phase waits on (the async trainer's wait_rollout)
+            row.data["heartbeat"]["detail"] = beat["detail"][:300]
         _save(session, row)
 
 
