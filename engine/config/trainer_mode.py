@@ -18,7 +18,7 @@ def is_async(cfg) -> bool:
 
 
 def check_trainer_mode(cfg, world: int) -> None:
-    tr, v1 = cfg.trainer, cfg.trainer.v1
+    v1 = cfg.trainer.v1
     sampler = v1.sampler
     if sampler.max_off_policy_threshold < 1:
         raise ConfigError(
