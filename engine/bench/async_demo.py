@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 PRESETS = {"grpo": "demo", "ppo": "demo_ppo"}
@@ -65,7 +66,7 @@ def target_step(val: list[tuple[int, float]], gain: float) -> int | None:
     learning tests' rule, tests/integration/helpers.py)."""
     if not val or val[0][0] != 0:
         return None
-    for (_, a), (step, b) in zip(val[1:], val[2:]):
+    for (_, a), (step, b) in pairwise(val[1:]):
         if (a + b) / 2 - val[0][1] >= gain:
             return step
     return None

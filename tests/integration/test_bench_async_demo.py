@@ -19,8 +19,8 @@ def run_demo_bench(tmp_path, tiny_model, arith_data, *args) -> tuple[list[dict],
     small = [f"actor_rollout_ref.model.path={tiny_model}", f"data.train_files={arith_data / 'train.parquet'}",
              f"data.val_files={arith_data / 'test.parquet'}"]
     proc = subprocess.run([sys.executable, "-m", "engine.bench.async_demo", "--steps", "2", "--workdir",
-                           str(tmp_path / "runs"), *args, *small], cwd=REPO, env=engine_env(), capture_output=True,
-                          text=True, timeout=600)
+                           str(tmp_path / "runs"), *args, *small], check=False, cwd=REPO, env=engine_env(),
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")], proc.stdout
 
@@ -49,6 +49,7 @@ def test_ppo_separate_async_takes_the_sync_step_from_the_batch_shape(tmp_path, t
 
 
 def test_unknown_mode_is_refused_by_name():
-    proc = subprocess.run([sys.executable, "-m", "engine.bench.async_demo", "--modes", "sync,fast"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "engine.bench.async_demo", "--modes", "sync,fast"], check=False,
+                          cwd=REPO,
                           env=engine_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--modes: unknown ['fast']" in proc.stderr, proc.stderr[-2000:]

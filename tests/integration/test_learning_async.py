@@ -44,7 +44,8 @@ def test_demo_one_batch_ahead_raises_heldout_accuracy_by_20_points(tmp_path, cac
           f"{mean(v for _, v in val[-2:]):.3f} (mean of steps {[s for s, _ in val[-2:]]}) in {elapsed:.0f}s "
           f"(whole run incl. start-up and warm start); all: {val}")
     assert val[0][0] == 0, val
-    assert target_reached(val, TARGET_GAIN), f"held-out accuracy never held +{TARGET_GAIN:.2f} over two validations: {val}"
+    assert target_reached(val, TARGET_GAIN), \
+        f"held-out accuracy never held +{TARGET_GAIN:.2f} over two validations: {val}"
     # the run was the async one: step 1 on the initial weights, every later batch one version behind, none further
     assert sorted(trained) == list(range(1, max(trained) + 1)) and max(trained) >= 50, sorted(trained)[-3:]
     assert trained[1][STALENESS] == 0 and all(trained[s][STALENESS] == 1 for s in trained if s > 1)
