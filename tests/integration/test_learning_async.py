@@ -1,5 +1,5 @@
-"""Learning in verl's async trainer mode (issue 29): the GRPO demo (`--config-name demo`) and the PPO demo
-(`demo_ppo`) run with `trainer.v1.trainer_mode=colocate_async`, the rollout one batch ahead
+"""Learning in verl's async trainer mode (issue 29): the PPO demo (`demo_ppo`; the GRPO demo's run is the
+benchmark's, below) runs with `trainer.v1.trainer_mode=colocate_async`, the rollout one batch ahead
 (max_off_policy_threshold 2, num_warmup_batches 1), raise held-out accuracy by the same +20 points as the sync
 demos, by test_learning.py's rule: two consecutive validations (every 25 steps, 1,000 held-out questions, greedy)
 average at least 20 points above the validation before training. A run stops as soon as that holds; one that ends
@@ -34,7 +34,9 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("rlstudio-cache")
 
 
-@pytest.mark.parametrize("preset", ["demo", "demo_ppo"])
+# The GRPO demo is shown by the benchmark, not here: one batch ahead it holds +20 only at step 475 (~6 min on 2
+# cores, the suite's longest run) and by a thin margin (+20.15); results/2026-12-06-cpu-async-demo-r*.jsonl
+@pytest.mark.parametrize("preset", ["demo_ppo"])
 def test_demo_one_batch_ahead_raises_heldout_accuracy_by_20_points(tmp_path, cache, preset):
     records, _, elapsed = run_preset(tmp_path, cache, preset, *ONE_BATCH_AHEAD, "trainer.test_freq=25",
                                      stop=lambda records: target_reached(validations(records), TARGET_GAIN))
