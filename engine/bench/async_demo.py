@@ -31,6 +31,8 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
+from engine.loggers.file import read_written
+
 PRESETS = {"grpo": "demo", "ppo": "demo_ppo"}
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 MODES = ("sync", "colocate_async", "separate_async")
@@ -72,16 +74,6 @@ def target_step(val: list[tuple[int, float]], gain: float) -> int | None:
     return None
 
 
-def read_metrics(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    text = path.read_text()
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines = lines[:-1]  # the logger is still writing the last line
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 def engine_env() -> dict:
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -106,7 +98,7 @@ def one_run(algo: str, mode: str, args, workdir: Path) -> dict:
     try:
         while True:
             done = proc.poll() is not None
-            records = read_metrics(out / "metrics.jsonl")
+            records = read_written(out / "metrics.jsonl")
             now = time.monotonic() - start
             for r in records:
                 seen.setdefault(r["step"], now)

@@ -54,3 +54,16 @@ class FileLogger(Logger):
         for f in (self.metrics, self.samples):
             if not f.closed:
                 f.close()
+
+
+def read_written(path) -> list[dict]:
+    """The records of a JSON-lines file this logger writes (metrics.jsonl, samples.jsonl) as far as written: a last
+    line still being written is left out, so a reader can follow a live run."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        lines = lines[:-1]
+    return [json.loads(line) for line in lines if line.strip()]

@@ -1,7 +1,6 @@
 """Helpers for engine integration tests: run `python -m engine.main_ppo` as a real subprocess."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -31,13 +30,9 @@ SCORE_KEY = "critic/score/mean"  # the training batch's mean reward
 
 def read_records(path: Path) -> list[dict]:
     """A run's metrics.jsonl (or samples.jsonl) as far as it is written: a last line still being written is left out."""
-    if not path.is_file():
-        return []
-    text = path.read_text()
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines = lines[:-1]  # the logger is still writing the last line
-    return [json.loads(line) for line in lines if line.strip()]
+    from engine.loggers.file import read_written
+
+    return read_written(path)
 
 
 def mean(values) -> float:
