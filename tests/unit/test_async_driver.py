@@ -80,33 +80,30 @@ def _train_steps(producer, steps, start_step=0):
     return taken
 
 
-def test_strict_generates_each_batch_on_request_with_the_newest_weights():
-    producer, trainer = _producer(ahead=0)
+def _trained(ahead, steps, start_step=0):
+    """A producer `ahead` batches ahead, `steps` steps trained through it, stopped: (what was taken, the trainer)."""
+    producer, trainer = _producer(ahead=ahead, start_step=start_step)
     try:
-        taken = _train_steps(producer, 4)
+        return _train_steps(producer, steps, start_step=start_step), trainer
     finally:
         producer.stop()
+
+
+def test_strict_generates_each_batch_on_request_with_the_newest_weights():
+    taken, trainer = _trained(ahead=0, steps=4)
     assert taken == [(1, 0, 0), (2, 1, 1), (3, 2, 2), (4, 3, 3)]  # on-policy: step t on version t - 1
     # each batch started only once the trainer asked for its step: the sync trainer's order
     assert all(asked >= step for step, _, asked in trainer.wg.calls)
 
 
 def test_one_ahead_uses_exactly_the_version_one_behind():
-    producer, trainer = _producer(ahead=1)
-    try:
-        taken = _train_steps(producer, 4)
-    finally:
-        producer.stop()
+    taken, trainer = _trained(ahead=1, steps=4)
     assert taken == [(1, 0, 0), (2, 0, 0), (3, 1, 1), (4, 2, 2)]
     assert all(asked >= step - 1 for step, _, asked in trainer.wg.calls)  # never more than one batch ahead
 
 
 def test_after_a_resume_the_first_versions_are_the_resumed_weights():
-    producer, _ = _producer(ahead=2, start_step=5)
-    try:
-        taken = _train_steps(producer, 3, start_step=5)
-    finally:
-        producer.stop()
+    taken, _ = _trained(ahead=2, steps=3, start_step=5)
     assert taken == [(6, 5, 5), (7, 5, 5), (8, 5, 5)]
 
 
