@@ -15,20 +15,10 @@ from engine.rollout.hf_rollout import HFRollout
 from engine.trainer.asynchronous.behaviour import BehaviourPolicy
 from engine.trainer.asynchronous.versions import KEY
 from engine.workers.forward import response_log_probs
+from tests.unit.test_static_decoder import model  # noqa: F401  (the tiny random Qwen2 in fp32, a fixture)
 
 PAD = 151643
 LENGTH, CHUNK = 10, 4
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    from transformers import AutoModelForCausalLM
-
-    from engine.models.random import build_random_model
-
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    build_random_model("tiny-qwen2", path, dtype="float32")
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +57,7 @@ def _recomputed(weights, out: Batch) -> torch.Tensor:
     return lp
 
 
-def test_an_update_mid_answer_keeps_the_old_tokens_and_continues_on_the_new_weights(model, tokenizer):
+def test_an_update_mid_answer_keeps_the_old_tokens_and_continues_on_the_new_weights(model, tokenizer):  # noqa: F811 (the imported fixture)
     actor = copy.deepcopy(model)
     policy = _policy(actor, tokenizer)
     policy.publish(0)
@@ -102,7 +92,7 @@ def test_an_update_mid_answer_keeps_the_old_tokens_and_continues_on_the_new_weig
     assert (behaviour - by_old)[after].abs().max() > 1e-3
 
 
-def test_without_a_newer_version_or_past_the_allowed_one_the_answer_stays_on_its_version(model, tokenizer):
+def test_without_a_newer_version_or_past_the_allowed_one_the_answer_stays_on_its_version(model, tokenizer):  # noqa: F811 (the imported fixture)
     actor = copy.deepcopy(model)
     policy = _policy(actor, tokenizer)
     policy.publish(0)
@@ -120,7 +110,7 @@ def test_without_a_newer_version_or_past_the_allowed_one_the_answer_stays_on_its
     assert (out["rollout_log_probs"] - _recomputed(model, out))[mask].abs().max() < 1e-5  # chunked = one policy
 
 
-def test_an_answer_that_ends_in_a_chunk_stops_there(model, tokenizer):
+def test_an_answer_that_ends_in_a_chunk_stops_there(model, tokenizer):  # noqa: F811 (the imported fixture)
     """A row that produced its end token is not continued (its tokens after the end are padding) while the rows
     still running go on, their log-probs still the policy's on the whole prefix."""
     actor = copy.deepcopy(model)
