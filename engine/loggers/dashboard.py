@@ -30,6 +30,7 @@ anything), so a run sends at most one small request per phase change.
 from __future__ import annotations
 
 import collections
+import http.client
 import json
 import math
 import os
@@ -409,6 +410,9 @@ class DashboardLogger(Logger):
                 if attempt + 1 < attempts:
                     time.sleep(delay)
                     delay = min(delay * 2, 10.0)
+            except Exception as exc:  # noqa: BLE001 - unforeseen: keep the request (spooled), never kill the thread
+                self._say(f"sending {request['path']} failed ({type(exc).__name__}: {exc}); kept for a retry.")
+                return False
         return False
 
     def _post(self, path: str, body: dict) -> dict:
@@ -434,6 +438,11 @@ def _post_json(url: str, body: dict, token: str | None, timeout: float) -> dict:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             text = response.read().decode() or "{}"
             return json.loads(text)
+    except http.client.HTTPException as exc:
+        # e.g. IncompleteRead: the server died mid-answer; it may have stored the request (re-sending is safe)
+        raise ConnectionError(f"{type(exc).__name__}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(f"unreadable answer from {url}: {exc}") from None
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:500]
         if 400 <= exc.code < 500 and exc.code not in RETRYABLE:
