@@ -2,6 +2,9 @@
 after its step-2 checkpoint (the tests' step gate on the trainer's after-step hook, tests/step_hold.py) and
 cancelled there from the run page; Resume on that page starts a child run that continues at step 3 with the prompts an uncut run saw
 at steps 3 and 4, and the child's charts draw the parent's steps 1-2 and its own 3-4, with no gap.
+The runs train in `colocate_async` one batch ahead (issue 29): the harder case, since at the checkpoint step 3's
+prompts are already in flight on the rollout thread; the resume must reissue them (the sync loop's resume is
+covered by the engine's tests, tests/integration/test_train_cpu.py). Their staleness chart shows the lag.
 Slow (three real training jobs on CPU): marked `slow`."""
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 STEPS, CHECKPOINT = 4, 2
 OVERRIDES = [f"trainer.total_training_steps={STEPS}", f"trainer.save_freq={CHECKPOINT}", "trainer.test_freq=-1",
-             "trainer.val_before_train=false"]
+             "trainer.val_before_train=false", "trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
+             "trainer.v1.sampler.max_off_policy_threshold=2"]  # one batch ahead
 TERMINAL = ("succeeded", "failed", "lost", "cancelled")
 
 
@@ -99,5 +103,9 @@ def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, dispatch_ser
     assert all(t["x"] == [1, 2] for t in parent), parent
     assert all(t["x"] == [3, 4] for t in child), child
     expect(page.locator('[data-chart="score"]')).to_contain_text(parent_name)
+    # trained one batch behind from its second step on, the resumed one too (its first batch is on-policy again)
+    staleness = srv.api.get(f"/api/v1/runs/{child_id}/metrics?key=training/off_policy/trajectory_staleness/max")
+    assert staleness["data"][0]["steps"] == [3, 4] and staleness["data"][0]["values"] == [0.0, 1.0], staleness
+    expect(page.locator("[data-chart=staleness]")).to_be_visible()
     shot(page, "resume-child-charts")
     assert not page.errors
