@@ -2,7 +2,8 @@
 training/off_policy/* metrics and whose answers (made by the engine's sample builder from a batch with
 `policy_versions`, sent by its dashboard logger) crossed weight updates. The Run page draws the staleness chart (a
 synchronous run's on-policy values do not), the Samples page shows each answer's versions and staleness, filters
-the stale ones, and shades tokens by the version that wrote them."""
+the stale ones, and shades tokens by the version that wrote them; the Compare page draws it too when one of the runs
+compared trained off-policy."""
 from __future__ import annotations
 
 import random
@@ -80,6 +81,18 @@ def test_staleness_chart_versions_filter_and_overlay(page, server, tmp_path):
     timeline.screenshot(path=str(ARTIFACTS / "run-timeline-chart.png"))
     # a synchronous run logs the same metrics, on-policy: no chart of flat lines
     page.goto(f"{server.url}/runs/{sync_run['id']}")
+    expect(page.locator("[data-chart=score]")).to_be_visible()
+    expect(page.locator("[data-chart=staleness]")).to_have_count(0)
+    # Compare: the async run beside the sync one gets the staleness chart, a trace per run, and a summary row
+    page.goto(f"{server.url}/compare?runs={stale_run['id']},{sync_run['id']}")
+    compared = page.locator("[data-chart=staleness]")
+    expect(compared).to_be_visible()
+    legend = compared.get_by_label(re.compile("legend"))
+    expect(legend).to_contain_text("async-run")
+    expect(legend).to_contain_text("sync-run")
+    expect(page.locator(".summary-table")).to_contain_text("training/off_policy/trajectory_staleness/mean")
+    # two runs alike on-policy: no staleness chart there either
+    page.goto(f"{server.url}/compare?runs={sync_run['id']}")
     expect(page.locator("[data-chart=score]")).to_be_visible()
     expect(page.locator("[data-chart=staleness]")).to_have_count(0)
 

@@ -14,9 +14,11 @@ import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
 import { best, lastFinite } from "../../lib/series";
+import { isAsyncConfig, loggedOffPolicy, withStaleness } from "../../lib/staleness";
 import { URL_CONTROL } from "../../lib/urlControl";
 
-const COMPARE_QUERY = chartQuery(COMPARE_CHARTS);
+// the staleness keys are always asked for (absent for most runs); the chart is drawn when one of the runs is async
+const COMPARE_QUERY = chartQuery(withStaleness(COMPARE_CHARTS, true));
 
 /** Rows of the final/best table: key pattern, and which direction is "best". */
 const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
@@ -28,6 +30,7 @@ const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
   { match: /^actor\/entropy$/, best: null },
   { match: /^response_length\/mean$/, best: null },
   { match: /^perf\/throughput$/, best: "max" },
+  { match: /^training\/off_policy\/trajectory_staleness\/mean$/, best: null },
 ];
 
 export function ComparePage() {
@@ -53,6 +56,10 @@ export function ComparePage() {
   }, [store.version, store.epoch]);
   const configDiff = useMemo(() => diffConfigs(runs.map((r) => r.resolved_config)), [runs]);
   const runRefs = runs.map((r) => ({ id: r.id, name: r.name || `run ${r.id}` }));
+  // an async run among them (or one that trained off-policy): the staleness chart beside the others
+  const offPolicy = runs.some((r) => isAsyncConfig(r.resolved_config as Record<string, unknown> | undefined))
+    || [...store.byRun.values()].some((series) => loggedOffPolicy(series));
+  const charts = useMemo(() => withStaleness(COMPARE_CHARTS, offPolicy), [offPolicy]);
   const summaryKeys = wanted.filter((k) => SUMMARY.some((s) => s.match.test(k)));
   const loadError = runQueries.find((q) => q.error)?.error;
 
@@ -74,7 +81,7 @@ export function ComparePage() {
               <ChartControls options={options} onChange={setOptions} />
               {store.loading ? <Loading what="Loading metrics" /> : store.error ? <ErrorBox error={store.error} /> :
                 wanted.length === 0 ? <Empty title="These runs have no metrics yet." /> :
-                  <MetricCharts store={store} runs={runRefs} options={options} charts={COMPARE_CHARTS} />}
+                  <MetricCharts store={store} runs={runRefs} options={options} charts={charts} />}
 
               <section className="card">
                 <h2>Final and best metrics</h2>
