@@ -128,8 +128,6 @@ def _check_async_scope(cfg, world: int) -> None:
                                  "wired in)", "Set actor_rollout_ref.rollout.name=hf, or trainer.v1.trainer_mode=sync."),
         (_hf_generate(cfg), "needs each token's behaviour log-prob, which transformers' generate does not return",
          "Set +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static (the async default)."),
-        (cfg.algorithm.filter_groups.enable, "does not evict and refill DAPO-filtered groups yet",
-         "Set algorithm.filter_groups.enable=False, or trainer.v1.trainer_mode=sync."),
         (cfg.algorithm.adv_estimator == "remax", "does not generate ReMax's greedy baseline on the rollout copy yet",
          "Use algorithm.adv_estimator=grpo or gae, or trainer.v1.trainer_mode=sync."),
         (bool(rollout.multi_turn.enable), "does not run the multi-turn agent loop yet",

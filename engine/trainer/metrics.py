@@ -79,6 +79,12 @@ def mfu(n_params: int, n_tokens: int, seconds: float, device_name: str | None, w
     return 2.0 * n_params * n_tokens * passes / seconds / (peak * world)
 
 
+# The rollout's weight checks (engine/rollout/freshness.py) are the step's worst check, as within one call: DAPO's
+# refills call the rollout again in the step and their checks see no move since the first, which a mean would dilute
+WORST_CHECKS = ("rollout/weights_stale", "rollout/weight_fingerprint_gap", "rollout/actor_weight_change",
+                "rollout/stale_params")
+
+
 def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
     out = {}
     for k, v in metrics.items():
@@ -87,7 +93,8 @@ def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
         vals = [x for x in v if x is not None]
         if not vals:
             continue
-        out[k] = float(np.max(vals)) if k.endswith("grad_norm_nonfinite") else float(np.mean(vals))
+        worst = k.endswith("grad_norm_nonfinite") or k in WORST_CHECKS
+        out[k] = float(np.max(vals)) if worst else float(np.mean(vals))
     if "_entropy_sum" in metrics:
         count = sum(metrics["_entropy_count"])
         out["actor/entropy"] = sum(metrics["_entropy_sum"]) / count if count else math.nan

@@ -12,6 +12,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import torch
 
@@ -85,9 +86,7 @@ class PPOTrainer:
         log = StepLog(on_enter=self._enter_phase)
         self.dropped_samples: list[dict] = []  # DAPO's dropped groups, kept for the samples store
         with log.phase("step"):
-            batch, reward = self.generate_and_score(prompts, log)
-            if alg.filter_groups.enable:  # DAPO dynamic sampling: more prompts until the batch is full
-                batch, reward = self.keep_groups_with_signal(batch, reward, log)
+            batch, reward = self.scored_batch(prompts, log)
             if cfg.trainer.balance_batch and self.world > 1:  # equal token loads per worker
                 order = balanced_order(batch["attention_mask"].sum(-1).tolist(), self.world)
                 batch, reward = batch.index(order), reward.select(order)
@@ -119,6 +118,18 @@ class PPOTrainer:
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
         return self.step_metrics(batch, log, reward), samples + self.dropped_samples
 
+    def scored_batch(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
+        """The step's answers and their rewards; with DAPO's dynamic sampling (algorithm.filter_groups) only the
+        groups with a learning signal, refilled from the loader's next prompts until the batch is full."""
+        batch, reward = self.generate_and_score(prompts, log)
+        if self.cfg.algorithm.filter_groups.enable:
+            def more():
+                return self.generate_and_score(next(self.train_loader), log)
+
+            batch, reward, self.dropped_samples = self.keep_groups_with_signal(batch, reward, log,
+                                                                               self.global_step, more)
+        return batch, reward
+
     def generate_and_score(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
         """n samples per prompt (one uid per prompt: GRPO groups) and their rewards (`token_level_scores`)."""
         prompts = self.group_prompts(prompts)
@@ -129,6 +140,11 @@ class PPOTrainer:
                 baseline = self.rollout.generate(prompts, validate=True)
                 batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
         batch.info["global_step"] = self.global_step
+        return self.score(batch, log)
+
+    def score(self, batch: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
+        """The answers' rewards (`token_level_scores`). Touches no trainer state but `log`: the async rollout thread
+        scores its batches with it when DAPO's filter needs the rewards there."""
         with log.phase("reward"):
             reward = self.reward_fn(batch)
             batch.tensors["token_level_scores"] = reward.token_level_scores
@@ -152,17 +168,21 @@ class PPOTrainer:
         batch.tensors[versions.KEY] = versions.stamp(batch["responses"], self.global_step - 1)
         return batch
 
-    def keep_groups_with_signal(self, batch: Batch, reward, log: StepLog):
+    def keep_groups_with_signal(self, batch: Batch, reward: RewardResult, log: StepLog, step: int,
+                                more: Callable[[], tuple[Batch, RewardResult]]):
         """DAPO dynamic sampling (algorithm.filter_groups): keep the groups whose metric differs between samples;
-        generate from further prompts until train_batch_size groups are kept, then cut to exactly that many."""
+        take further scored batches from `more()` until train_batch_size groups are kept, then cut to exactly that
+        many. Returns the kept batch, its reward and the dropped groups' samples (of step `step`). Touches no
+        trainer state but `log` (the async rollout thread runs it for the batches it makes ahead)."""
         from engine.algos.dynamic_sampling import rows_with_signal
 
         fg, want = self.cfg.algorithm.filter_groups, self.cfg.data.train_batch_size
         kept_batches, kept_rewards, kept_groups, seen_groups, num_gen = [], [], 0, 0, 0
+        dropped: list[dict] = []
         while True:
             num_gen += 1
             rows, kept, seen = rows_with_signal(_filter_metric(batch, reward, fg.metric), batch["uid"])
-            self.keep_dropped(batch, reward, rows)
+            dropped.extend(self.dropped_group_samples(batch, reward, rows, step))
             kept_batches.append(batch.index(torch.tensor(rows, dtype=torch.long)))  # long even when empty
             kept_rewards.append(reward.select(rows))
             kept_groups, seen_groups = kept_groups + kept, seen_groups + seen
@@ -173,26 +193,29 @@ class PPOTrainer:
                     f"algorithm.filter_groups: {num_gen} generation batches gave {kept_groups} of {want} groups whose "
                     f"samples score differently (max_num_gen_batches={fg.max_num_gen_batches}); the data may be too "
                     "easy or too hard for the model: raise max_num_gen_batches (<= 0: no limit) or change the data")
-            batch, reward = self.generate_and_score(next(self.train_loader), log)
+            batch, reward = more()
         rows = list(range(want * self.cfg.actor_rollout_ref.rollout.n))
         batch, reward = Batch.concat(kept_batches).index(rows), RewardResult.concat(kept_rewards).select(rows)
         log.metrics["train/num_gen_batches"] = num_gen
         log.metrics["train/kept_group_fraction"] = kept_groups / seen_groups
-        return batch, reward
+        # verl V1's counts, in groups: dropped for no signal, and kept ones cut to fit the batch
+        log.metrics["training/filter_groups/evicted_samples"] = seen_groups - kept_groups
+        log.metrics["training/filter_groups/discarded_surplus_samples"] = kept_groups - want
+        return batch, reward, dropped
 
-    def keep_dropped(self, batch: Batch, reward: RewardResult, kept_rows: list[int]) -> None:
+    def dropped_group_samples(self, batch: Batch, reward: RewardResult, kept_rows: list[int], step: int) -> list[dict]:
         """The answers of the groups DAPO's filter drops never reach the update, but they are the prompts that gave
         no learning signal: they go to the samples store (answers and scores, no token arrays), marked `dropped`."""
         kept = set(kept_rows)
         rows = [i for i in range(len(batch)) if i not in kept]
         if not rows:
-            return
+            return []
         part = reward.select(rows)
-        samples = build_samples(batch.index(torch.tensor(rows, dtype=torch.long)), self.tokenizer, self.global_step,
+        samples = build_samples(batch.index(torch.tensor(rows, dtype=torch.long)), self.tokenizer, step,
                                 "train", part.response_texts, part.extra, token_level=False)
         for sample in samples:
             sample["dropped"] = "algorithm.filter_groups: no learning signal"
-        self.dropped_samples.extend(samples)
+        return samples
 
     def step_metrics(self, batch: Batch, log: StepLog, reward: RewardResult) -> dict[str, float]:
         cfg = self.cfg.actor_rollout_ref

@@ -33,6 +33,13 @@ def _comparable(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if not any(p in k for p in VARIABLE)}
 
 
+def _differ(a: dict, b: dict) -> dict:
+    """The comparable metrics two steps disagree on (NaN equals NaN); {} when equal to the bit."""
+    a, b = _comparable(a), _comparable(b)
+    assert set(a) == set(b), f"keys only in one run: {set(a) ^ set(b)}"
+    return {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
+
+
 @pytest.mark.slow  # two 3-step engine runs
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
 def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode):
@@ -42,10 +49,9 @@ def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path
         "trainer.v1.separate_async.parameter_sync_step": 2})  # 4 = 2 × 2
     assert sorted(sync.metrics) == sorted(strict.metrics) == [1, 2, 3]
     for step in (1, 2, 3):
-        a, b = _comparable(sync.metrics[step]), _comparable(strict.metrics[step])
-        assert set(a) == set(b), f"step {step}: keys only in one run: {set(a) ^ set(b)}"
+        a = sync.metrics[step]
         assert "val-core/arith/reward/mean@1" in a or step == 1  # validation ran between steps (test_freq=2)
-        differ = {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
+        differ = _differ(a, strict.metrics[step])
         assert not differ, f"step {step}: sync vs {mode} (threshold 1): {differ}"
         assert a["training/off_policy/trajectory_staleness/max"] == 0 and a["training/off_policy/trajectory_spans/max"] == 1
     assert "timing_s/update_weights" in strict.metrics[1]  # the behaviour policy got the weights after each update
@@ -98,6 +104,82 @@ def test_a_resume_reissues_the_prompts_that_were_in_flight(tiny_model, arith_dat
     # generated again, with the resumed weights: on-policy at the first step after the resume
     assert resumed.metrics[3]["training/off_policy/trajectory_staleness/max"] == 0
     assert whole.metrics[3]["training/off_policy/trajectory_staleness/max"] == 1
+
+
+# DAPO's dynamic sampling: the tiny model often scores all 4 answers to a prompt the same, so groups are dropped
+# and refilled (asserted below: a test of the filter must see it filter)
+DAPO = {"algorithm.filter_groups.enable": "True", "algorithm.filter_groups.metric": "reward",
+        "algorithm.filter_groups.max_num_gen_batches": 10, "actor_rollout_ref.rollout.n": 4,
+        "trainer.logger": "[console,file]"}
+STRICT = {"trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 1}
+
+
+def _train_prompts(out, step) -> tuple[list, list]:
+    """The prompts of one step's trained and dropped groups (sorted data-set rows, one per answer)."""
+    train = [s for s in _samples(out) if s["step"] == step and s["split"] == "train"]
+    return (sorted(s["prompt_index"] for s in train if not s.get("dropped")),
+            sorted(s["prompt_index"] for s in train if s.get("dropped")))
+
+
+@pytest.mark.slow  # four short engine runs
+def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_model, arith_data, tmp_path):
+    """The rollout thread scores, filters and refills each batch with the sync trainer's functions: at threshold 1
+    the run is the sync run to the bit (the same groups dropped, the same refills, the same batch), dropped groups
+    reach the samples store marked `dropped`, and a checkpoint's resume trains the same next step."""
+    sync = _train(tiny_model, arith_data, tmp_path / "sync", **DAPO)
+    strict = _train(tiny_model, arith_data, tmp_path / "async", **DAPO, **STRICT)
+    steps = (1, 2, 3)
+    evicted = [sync.metrics[s]["training/filter_groups/evicted_samples"] for s in steps]
+    generations = [sync.metrics[s]["train/num_gen_batches"] for s in steps]
+    assert sum(evicted) > 0 and max(generations) > 1, (evicted, generations)  # it filtered and refilled
+    for step in steps:
+        differ = _differ(sync.metrics[step], strict.metrics[step])
+        assert not differ, f"step {step}: sync vs colocate_async with DAPO's filter (threshold 1): {differ}"
+        m = strict.metrics[step]
+        seen = 4 * generations[step - 1]  # groups generated in the step: 4 prompts a generation
+        assert m["train/kept_group_fraction"] == (seen - evicted[step - 1]) / seen
+        assert m["critic/degenerate_group_ratio"] == 0  # only groups with a learning signal were trained
+        # the dropped groups' answers are stored, marked, in both modes alike; the trained batch is full
+        trained, dropped = _train_prompts(tmp_path / "async", step)
+        assert (trained, dropped) == _train_prompts(tmp_path / "sync", step)
+        assert len(trained) == 4 * 4 and len(dropped) == 4 * evicted[step - 1]
+    # a checkpoint after step 2, resumed: the loader's state reissues exactly the prompts not trained yet (step 2's
+    # refills included), and the resumed step 3 is the uninterrupted run's to the bit
+    _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **STRICT, **{"trainer.total_training_steps": 2,
+                                                                          "trainer.save_freq": 2})
+    resumed = _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **STRICT)
+    assert sorted(resumed.metrics) == [3]
+    # (the rollout's weight check starts afresh in a new process: no earlier weights to measure a move from)
+    assert _differ(strict.metrics[3], resumed.metrics[3]) == {
+        "rollout/actor_weight_change": (strict.metrics[3]["rollout/actor_weight_change"], 0.0)}
+    assert _train_prompts(tmp_path / "cut", 3) == _train_prompts(tmp_path / "async", 3)
+
+
+@pytest.mark.slow  # one short engine run
+def test_one_batch_ahead_dapos_filter_refills_each_batch_to_its_size(tiny_model, arith_data, tmp_path):
+    """The rollout thread filters and refills step s + 1's batch while step s trains: every batch is full, every
+    refill is on the batch's own version, each step's dropped groups are stored under that step, and no prompt is
+    pulled twice (steps 1-3 stay within the first epoch of 64 prompts)."""
+    out = tmp_path / "ahead"
+    run = _train(tiny_model, arith_data, out, **DAPO, **{
+        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.test_freq": -1})
+    steps = (1, 2, 3)
+    assert sum(run.metrics[s]["training/filter_groups/evicted_samples"] for s in steps) > 0
+    assert max(run.metrics[s]["train/num_gen_batches"] for s in steps) > 1
+    pulled = []
+    for step in steps:
+        m = run.metrics[step]
+        # one version per batch, refills included: 0 for step 1, then one behind
+        assert m["training/off_policy/trajectory_staleness/max"] == m["training/off_policy/trajectory_staleness/min"] \
+            == (0 if step == 1 else 1) and m["training/off_policy/trajectory_spans/max"] == 1
+        assert m["critic/degenerate_group_ratio"] == 0
+        trained, dropped = _train_prompts(out, step)
+        assert len(trained) == 4 * 4 and len(dropped) == 4 * m["training/filter_groups/evicted_samples"]
+        pulled += sorted(set(trained) | set(dropped))
+        assert len(set(trained) | set(dropped)) == 4 * m["train/num_gen_batches"] - m[
+            "training/filter_groups/discarded_surplus_samples"]  # surplus groups are generated but not stored
+    assert len(pulled) == len(set(pulled))
 
 
 @pytest.mark.slow  # one short engine run

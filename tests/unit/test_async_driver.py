@@ -42,7 +42,8 @@ class Group:
         self.go.wait()
         if step == self.fail_at:
             raise ValueError(f"planted failure at step {step}")
-        return Batch({"responses": batch["input_ids"], "response_mask": torch.ones_like(batch["input_ids"])}), {}
+        return (Batch({"responses": batch["input_ids"], "response_mask": torch.ones_like(batch["input_ids"]),
+                       "input_ids": batch["input_ids"]}), {"n": [1.0]})
 
 
 class Trainer:
@@ -60,9 +61,31 @@ class Trainer:
         return Batch(dict(prompts.tensors), dict(prompts.meta), dict(prompts.info))
 
 
-def _producer(ahead, fail_at=None, start_step=0):
-    trainer = Trainer(fail_at)
-    producer = RolloutAhead(trainer, Loader(), ahead=ahead, start_step=start_step)
+class Filtering(Trainer):
+    """DAPO's filter as the producer drives it: `score` gives each batch its loader position as the reward, and the
+    filter asks `more()` for refills[step] further batches (None: until the producer stops)."""
+
+    def __init__(self, refills):
+        super().__init__()
+        self.refills = refills
+
+    def score(self, batch, log):
+        log.counts["groups"] += 1
+        return batch, [int(batch["input_ids"][0, 0])]
+
+    def keep_groups_with_signal(self, batch, reward, log, step, more):
+        positions, wanted = list(reward), self.refills.get(step, 0)
+        while wanted is None or len(positions) <= wanted:
+            batch, more_reward = more()
+            positions += more_reward
+        log.metrics["train/num_gen_batches"] = len(positions)
+        return batch, positions, [{"step": step, "dropped": "algorithm.filter_groups: no learning signal"}]
+
+
+def _producer(ahead, fail_at=None, start_step=0, trainer=None):
+    trainer = trainer or Trainer(fail_at)
+    producer = RolloutAhead(trainer, Loader(), ahead=ahead, start_step=start_step,
+                            filter_groups=isinstance(trainer, Filtering))
     trainer.box[0] = producer
     producer.publish(start_step)
     producer.thread.start()
@@ -193,3 +216,34 @@ def test_the_heartbeat_detail_reaches_the_loggers_that_take_it():
     beat.enter("wait_rollout", 2, detail="rollout generating: step 2 on version 1, for 0.5 s")
     assert rich.seen == [("gen", 2, None), ("wait_rollout", 2, "rollout generating: step 2 on version 1, for 0.5 s")]
     assert plain.seen == [("gen", 2), ("wait_rollout", 2)]
+
+
+def test_dapo_refills_pull_more_prompts_on_the_same_version_and_a_checkpoint_reissues_them_all():
+    producer, trainer = _producer(ahead=1, trainer=Filtering({2: 2}))  # step 2 needs two refills
+    try:
+        assert _train_steps(producer, 1) == [(1, 0, 0)]
+        with producer.cond:  # step 2, one ahead: its first prompts and both refills pulled and generated
+            producer.cond.wait_for(lambda: 2 in producer.items and producer.items[2].batch is not None)
+        # the loader is at 4, but a checkpoint now must reissue all three of step 2's pulls
+        assert producer.loader_state() == {"position": 1}
+        item = producer.take(2)
+        assert item.reward == [2, 3, 4] and item.version == 0  # every refill on step 2's exact version
+        assert [call[:2] for call in trainer.wg.calls[1:4]] == [(2, 0), (2, 0), (2, 0)]
+        assert item.log.metrics["train/num_gen_batches"] == 3 and item.log.counts["groups"] == 3
+        assert item.dropped == [{"step": 2, "dropped": "algorithm.filter_groups: no learning signal"}]
+        assert len(item.log.worker["n"]) == 3  # each generation's worker metrics, for the step's log
+        producer.publish(2)
+        assert producer.loader_state() == {"position": 4}  # step 2 trained: step 3 starts after its refills
+    finally:
+        producer.stop()
+
+
+def test_stop_ends_a_producer_refilling_without_limit():
+    producer, trainer = _producer(ahead=0, trainer=Filtering({1: None}))  # max_num_gen_batches <= 0, no signal
+    producer.prompts(1)
+    with producer.cond:
+        producer.cond.wait_for(lambda: "generation 3" in producer.activity[0] or producer.error is not None)
+    assert producer.state().startswith("rollout generating (DAPO refill, generation 3): step 1 on version 0")
+    producer.stop()
+    assert not producer.thread.is_alive() and producer.error is None
+    assert {call[:2] for call in trainer.wg.calls} == {(1, 0)}

@@ -95,7 +95,6 @@ def test_bypass_mode_resolves_and_refuses_what_it_makes_meaningless():
     (["trainer.n_gpus_per_node=2"], "runs one worker"),
     (["actor_rollout_ref.rollout.name=vllm"], "static decoder"),
     (["+actor_rollout_ref.rollout.engine_kwargs.hf.decode=generate"], "behaviour log-prob"),
-    (["algorithm.filter_groups.enable=True"], "DAPO"),
     (["actor_rollout_ref.model.lora_rank=8"], "LoRA"),
 ])
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
@@ -142,3 +141,12 @@ def test_partial_rollout_is_off_by_default_and_runs_in_the_async_modes_only():
         build_config(ASYNC + ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
                               "trainer.v1.partial_rollout=True", "actor_rollout_ref.rollout.min_new_tokens=4"])
     assert err.value.key == "trainer.v1.partial_rollout" and "min_new_tokens=0" in err.value.fix
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_dapos_filter_runs_in_the_async_modes(mode):
+    """The rollout thread scores, filters and refills each batch (engine/trainer/ASYNC.md, "DAPO's filter")."""
+    cfg = build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}", "algorithm.filter_groups.enable=True",
+                                "algorithm.filter_groups.metric=acc", "algorithm.filter_groups.max_num_gen_batches=3"])
+    fg = cfg.algorithm.filter_groups
+    assert (cfg.trainer.v1.trainer_mode, fg.enable, fg.metric, fg.max_num_gen_batches) == (mode, True, "acc", 3)

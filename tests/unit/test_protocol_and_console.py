@@ -1,6 +1,8 @@
-"""Batch splitting/joining (the one place batches are split over workers) and the console line."""
+"""Batch splitting/joining (the one place batches are split over workers), the reduction of the workers' metrics and the
+console line."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine.loggers.console import format_step_line
@@ -69,3 +71,15 @@ def test_console_kl_is_the_kl_to_the_reference_never_ppo_kl():
     assert "KL: 0.1600" in format_step_line(1, {**on_policy, "actor/reward_kl_penalty": 0.16})
     # a validation-only line (step 0, before training) says nothing about KL
     assert "KL" not in format_step_line(0, {"val-core/arith/reward/mean@1": 0.3})
+
+
+def test_the_rollouts_weight_check_is_the_steps_worst_check():
+    """DAPO's refills generate again in the same step; their weight checks see no move since the step's first, so
+    the step reports the first check's move, not a mean diluted by the refills (engine/trainer/metrics.py)."""
+    from engine.trainer.metrics import reduce_worker_metrics
+
+    calls = {"rollout/actor_weight_change": [0.018, 0.0, 0.0], "rollout/weights_stale": [0.0, 0.0, 0.0],
+             "timing_s/gen_worker": [0.3, 0.1, 0.2]}
+    out = reduce_worker_metrics(calls)
+    assert out["rollout/actor_weight_change"] == 0.018 and out["rollout/weights_stale"] == 0.0
+    assert out["timing_s/gen_worker"] == pytest.approx(0.2)  # the others stay means

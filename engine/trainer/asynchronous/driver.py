@@ -7,6 +7,8 @@ Producer (`RolloutAhead`, its own thread): for step t it pulls the prompts, wait
 that version and stamps every token with it. Consumer (`AsyncPPOTrainer`, the main thread): the sync loop, taking
 each batch from the producer instead of generating, and publishing the actor's weights after each update. With
 ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the trainer waits: the sync trainer's order.
+With DAPO's filter (algorithm.filter_groups) the producer also scores each batch, drops the groups without a learning
+signal and refills from the loader's next prompts on the same version, with the sync trainer's functions.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.protocol import Batch
+from engine.reward.manager import RewardResult
 from engine.trainer.asynchronous import staleness, versions
 from engine.trainer.ppo_trainer import PPOTrainer
 from engine.trainer.roles import StepLog
@@ -23,19 +26,30 @@ from engine.trainer.roles import StepLog
 @dataclass
 class Produced:
     prompts: Batch  # as the loader gave them (the trainer's loop reads their epoch)
-    loader_state: dict  # the loader's state before these prompts: a checkpoint resumes by reissuing them
+    loader_state: dict  # the loader's state before these prompts: a checkpoint resumes by reissuing them (and any
+    # refill pulled after them: they are all pulled before the step is trained)
     batch: Batch | None = None  # the generated answers, once done
-    metrics: dict = field(default_factory=dict)  # the workers' metrics of the generation
+    log: StepLog = field(default_factory=StepLog)  # the generation's worker metrics (and with DAPO's filter the
+    # scoring's and the filter's timings, counts and metrics), for the trainer's step log
+    reward: RewardResult | None = None  # scored here (DAPO's filter), else None: the trainer scores
+    dropped: list[dict] = field(default_factory=list)  # the samples of the groups DAPO's filter dropped
     version: int = -1  # the version it started on (partial rollout: later tokens may be newer)
     started_s: float = 0.0  # the producer's clock around its generation, seconds since the run started
     ended_s: float = 0.0
 
 
+class _Stopped(Exception):
+    """The trainer stopped the producer in the middle of a step's refills."""
+
+
 class RolloutAhead:
     """The producer thread and the hand-over, under one condition variable (no sleeps, no polling)."""
 
-    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int):
+    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, filter_groups: bool = False):
         self.trainer, self.loader, self.ahead = trainer, loader, ahead
+        # DAPO's dynamic sampling: each batch is scored and filtered here, and refilled from the loader's next
+        # prompts on the same version, with the sync trainer's own functions (PPOTrainer.score, keep_groups_with_signal)
+        self.filter_groups = filter_groups
         self.start_version = start_step  # the weights at start: the actor after start_step updates
         self.cond = threading.Condition()
         self.items: dict[int, Produced] = {}  # step -> its batch (pulled, then generated)
@@ -125,25 +139,60 @@ class RolloutAhead:
                     item = Produced(next(self.loader), state, version=version)
                     self.items[step] = item
                     self.cond.notify_all()
-                grouped = self.trainer.group_prompts(item.prompts)
-                grouped.info["global_step"] = step
-                self._doing("generating", step, version)
                 started = self.trainer.clock()
-                # partial rollout: later chunks may switch to any version the trainer of step `step` allows, i.e.
-                # up to its own weights (step - 1); otherwise the whole batch on `version`
-                batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=version,
-                                                         **self.trainer.partial_kwargs(step))
-                if versions.KEY not in batch.tensors:  # a worker that did not stamp: one version throughout
-                    batch.tensors[versions.KEY] = versions.stamp(batch["responses"], version)
+                batch = self._generate(item, step, 1)
+                reward = dropped = None
+                if self.filter_groups:  # the sync trainer's order: generate, score, filter; refill until full
+                    batch, reward = self.trainer.score(batch, item.log)
+                    batch, reward, dropped = self.trainer.keep_groups_with_signal(
+                        batch, reward, item.log, step, _Refill(self, item, step))
                 with self.cond:
-                    item.batch, item.metrics = batch, metrics
+                    item.batch, item.reward, item.dropped = batch, reward, dropped or []
                     item.started_s, item.ended_s = started, self.trainer.clock()
                     self.cond.notify_all()
                 step += 1
+        except _Stopped:
+            return
         except BaseException as exc:  # noqa: BLE001 - handed to the trainer, which raises it with the cause
             with self.cond:
                 self.error = exc
                 self.cond.notify_all()
+
+    def _generate(self, item: Produced, step: int, generation: int, prompts: Batch | None = None) -> Batch:
+        """One generation for step `step` on exactly the item's version (`generation` > 1: a DAPO refill)."""
+        grouped = self.trainer.group_prompts(item.prompts if prompts is None else prompts)
+        grouped.info["global_step"] = step
+        self._doing("generating" if generation == 1 else f"generating (DAPO refill, generation {generation})",
+                    step, item.version)
+        # partial rollout: later chunks may switch to any version the trainer of step `step` allows, i.e. up to its
+        # own weights (step - 1); otherwise the whole batch on the item's version
+        with item.log.phase("gen"):
+            batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=item.version,
+                                                     **self.trainer.partial_kwargs(step))
+        item.log.add_worker_metrics(metrics)
+        if versions.KEY not in batch.tensors:  # a worker that did not stamp: one version throughout
+            batch.tensors[versions.KEY] = versions.stamp(batch["responses"], item.version)
+        batch.info["global_step"] = step
+        return batch
+
+
+class _Refill:
+    """DAPO's `more()` for one step's batch in the producer: the loader's next prompts, generated on the same version
+    and scored. They are pulled under the lock while the step's item is still pending, so a checkpoint's loader
+    state (before the oldest pending item's first prompts) reissues them too."""
+
+    def __init__(self, producer: RolloutAhead, item: Produced, step: int):
+        self.producer, self.item, self.step, self.generation = producer, item, step, 1
+
+    def __call__(self) -> tuple[Batch, RewardResult]:
+        producer = self.producer
+        with producer.cond:
+            if producer.stopping:  # unlimited refills (max_num_gen_batches <= 0) must not outlive the run
+                raise _Stopped
+            prompts = next(producer.loader)
+        self.generation += 1
+        batch = producer._generate(self.item, self.step, self.generation, prompts)
+        return producer.trainer.score(batch, self.item.log)
 
 
 class _LoaderView:
@@ -174,6 +223,7 @@ class AsyncPPOTrainer(PPOTrainer):
         self.loader = train_loader
         self.settings = staleness.AsyncSettings.from_config(cfg)
         self.producer: RolloutAhead | None = None
+        self.taken: Produced | None = None  # the step's batch as the producer handed it over
         self.run_start = time.time()  # the timeline/* metrics' zero: both threads read this wall clock
         v1 = cfg.trainer.v1
         self.partial_chunk = int(v1.partial_rollout_chunk) if v1.partial_rollout else 0
@@ -189,22 +239,32 @@ class AsyncPPOTrainer(PPOTrainer):
 
     def producer_for_next(self) -> Produced:
         if self.producer is None:  # first batch, after any resume: the weights now are the first version
-            self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step)
+            self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step,
+                                         filter_groups=self.cfg.algorithm.filter_groups.enable)
             self.wg.all_call("behaviour_publish", self.global_step)
             self.producer.publish(self.global_step)
             self.producer.thread.start()
         return self.producer.prompts(self.global_step + 1)
+
+    def scored_batch(self, prompts: Batch, log: StepLog):
+        if not self.cfg.algorithm.filter_groups.enable:
+            return super().scored_batch(prompts, log)  # `generate` below takes the producer's batch; scored here
+        # DAPO's filter: the producer scored, filtered and refilled the batch (the sync trainer's functions)
+        with log.phase("gen"):
+            batch = self.generate(prompts, log)
+        self.dropped_samples = self.taken.dropped
+        return batch, self.taken.reward
 
     def generate(self, prompts: Batch, log: StepLog) -> Batch:
         # a phase of its own inside `gen`: a run hung here names the producer's state (generating which step on
         # which version, or waiting for what) instead of a bare `gen`
         self.heartbeat.enter("wait_rollout", self.global_step, detail=self.producer.state())
         waited = time.perf_counter()
-        item = self.producer.take(self.global_step)
+        item = self.taken = self.producer.take(self.global_step)
         self.timeline = {"timeline/rollout_start_s": item.started_s, "timeline/rollout_end_s": item.ended_s,
                          "timeline/train_start_s": self.clock()}
         log.metrics["timing_s/wait_rollout"] = time.perf_counter() - waited
-        log.add_worker_metrics(item.metrics)
+        _merge(log, item.log)
         batch = item.batch
         batch.info["global_step"] = self.global_step
         oldest, _ = versions.trajectory_versions(batch[versions.KEY], batch["response_mask"])
@@ -231,3 +291,15 @@ class AsyncPPOTrainer(PPOTrainer):
         finally:
             if self.producer is not None:
                 self.producer.stop()
+
+
+def _merge(log: StepLog, produced: StepLog) -> None:
+    """The producer's record of a batch into the trainer's step log. Its `gen` is the generation's own time; the
+    step's `gen` stays the trainer's wait for the batch (verl's timing_s/gen), as without the filter."""
+    log.add_worker_metrics(produced.worker)
+    log.metrics.update(produced.metrics)
+    for name, count in produced.counts.items():
+        log.counts[name] += count
+    for name, seconds in produced.timings.items():
+        if name != "gen":
+            log.timings[name] = log.timings.get(name, 0.0) + seconds
