@@ -183,6 +183,15 @@ def test_one_batch_ahead_dapos_filter_refills_each_batch_to_its_size(tiny_model,
 
 
 @pytest.mark.slow  # one short engine run
+def test_dapos_limit_on_generations_stops_an_async_run_with_the_sync_trainers_error(tiny_model, arith_data, tmp_path):
+    with pytest.raises(RuntimeError, match="rollout thread failed") as err:
+        _train(tiny_model, arith_data, tmp_path / "limit", **{
+            **DAPO, **STRICT, "algorithm.filter_groups.max_num_gen_batches": 1, "trainer.total_training_steps": 1})
+    # the sync trainer's message, naming the key and the fix, as the cause
+    assert "max_num_gen_batches=1" in str(err.value.__cause__) and "raise max_num_gen_batches" in str(err.value)
+
+
+@pytest.mark.slow  # one short engine run
 def test_bypass_mode_takes_the_rollouts_log_probs_as_the_old_ones(tiny_model, arith_data, tmp_path):
     run = _train(tiny_model, arith_data, tmp_path / "bypass", **{
         "algorithm.rollout_correction.rollout_is": "null", "algorithm.rollout_correction.bypass_mode": "True",
