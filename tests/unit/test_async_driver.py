@@ -34,12 +34,14 @@ class Group:
         self.calls, self.box, self.fail_at = [], producer_box, fail_at
         self.go = threading.Event()  # cleared: each generation holds until the test lets it go
         self.go.set()
+        self.hold_at = None  # a call number: only that generation holds on `go`
 
     def dp_call(self, method, batch, version):
         assert method == "behaviour_generate"
         step = batch.info["global_step"]
         self.calls.append((step, version, self.box[0].requested))
-        self.go.wait()
+        if self.hold_at in (None, len(self.calls)):
+            self.go.wait()
         if step == self.fail_at:
             raise ValueError(f"planted failure at step {step}")
         return (Batch({"responses": batch["input_ids"], "response_mask": torch.ones_like(batch["input_ids"]),
@@ -239,11 +241,16 @@ def test_dapo_refills_pull_more_prompts_on_the_same_version_and_a_checkpoint_rei
 
 
 def test_stop_ends_a_producer_refilling_without_limit():
-    producer, trainer = _producer(ahead=0, trainer=Filtering({1: None}))  # max_num_gen_batches <= 0, no signal
+    trainer = Filtering({1: None})  # max_num_gen_batches <= 0 and no group with a signal: refills without end
+    trainer.wg.hold_at = 3  # the second refill holds until the test lets it go
+    trainer.wg.go.clear()
+    producer, _ = _producer(ahead=0, trainer=trainer)
     producer.prompts(1)
     with producer.cond:
-        producer.cond.wait_for(lambda: "generation 3" in producer.activity[0] or producer.error is not None)
+        producer.cond.wait_for(lambda: producer.activity[0] == "generating (DAPO refill, generation 3)"
+                               or producer.error is not None)
     assert producer.state().startswith("rollout generating (DAPO refill, generation 3): step 1 on version 0")
-    producer.stop()
+    trainer.wg.go.set()
+    producer.stop()  # the next refill sees the stop
     assert not producer.thread.is_alive() and producer.error is None
     assert {call[:2] for call in trainer.wg.calls} == {(1, 0)}
