@@ -122,19 +122,21 @@ def _train_prompts(out, step) -> tuple[list, list]:
 
 
 @pytest.mark.slow  # four short engine runs
-def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_model, arith_data, tmp_path):
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_model, arith_data, tmp_path, mode):
     """The rollout thread scores, filters and refills each batch with the sync trainer's functions: at threshold 1
     the run is the sync run to the bit (the same groups dropped, the same refills, the same batch), dropped groups
     reach the samples store marked `dropped`, and a checkpoint's resume trains the same next step."""
+    strict_mode = {**STRICT, "trainer.v1.trainer_mode": mode, "trainer.v1.separate_async.parameter_sync_step": 2}
     sync = _train(tiny_model, arith_data, tmp_path / "sync", **DAPO)
-    strict = _train(tiny_model, arith_data, tmp_path / "async", **DAPO, **STRICT)
+    strict = _train(tiny_model, arith_data, tmp_path / "async", **DAPO, **strict_mode)
     steps = (1, 2, 3)
     evicted = [sync.metrics[s]["training/filter_groups/evicted_samples"] for s in steps]
     generations = [sync.metrics[s]["train/num_gen_batches"] for s in steps]
     assert sum(evicted) > 0 and max(generations) > 1, (evicted, generations)  # it filtered and refilled
     for step in steps:
         differ = _differ(sync.metrics[step], strict.metrics[step])
-        assert not differ, f"step {step}: sync vs colocate_async with DAPO's filter (threshold 1): {differ}"
+        assert not differ, f"step {step}: sync vs {mode} with DAPO's filter (threshold 1): {differ}"
         m = strict.metrics[step]
         seen = 4 * generations[step - 1]  # groups generated in the step: 4 prompts a generation
         assert m["train/kept_group_fraction"] == (seen - evicted[step - 1]) / seen
@@ -145,9 +147,9 @@ def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_mod
         assert len(trained) == 4 * 4 and len(dropped) == 4 * evicted[step - 1]
     # a checkpoint after step 2, resumed: the loader's state reissues exactly the prompts not trained yet (step 2's
     # refills included), and the resumed step 3 is the uninterrupted run's to the bit
-    _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **STRICT, **{"trainer.total_training_steps": 2,
-                                                                          "trainer.save_freq": 2})
-    resumed = _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **STRICT)
+    _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **strict_mode, **{"trainer.total_training_steps": 2,
+                                                                               "trainer.save_freq": 2})
+    resumed = _train(tiny_model, arith_data, tmp_path / "cut", **DAPO, **strict_mode)
     assert sorted(resumed.metrics) == [3]
     # (the rollout's weight check starts afresh in a new process: no earlier weights to measure a move from)
     assert _differ(strict.metrics[3], resumed.metrics[3]) == {
