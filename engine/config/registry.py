@@ -199,6 +199,7 @@ READ_BY: dict[str, str] = {
     "trainer.v1.colocate_async.*": "engine/trainer/asynchronous/staleness.py",
     "trainer.v1.partial_rollout": "engine/trainer/asynchronous/driver.py",
     "trainer.v1.partial_rollout_chunk": "engine/trainer/asynchronous/driver.py",
+    "trainer.v1.carry_over_groups": "engine/trainer/asynchronous/driver.py",
     "actor_rollout_ref.rollout.nnodes": "engine/config/trainer_mode.py",
     "actor_rollout_ref.rollout.n_gpus_per_node": "engine/config/trainer_mode.py",
     "algorithm.rollout_correction.bypass_mode": "engine/config/trainer_mode.py",

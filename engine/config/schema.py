@@ -484,6 +484,12 @@ class TrainerV1Config(Section):
     partial_rollout_chunk: int = Field(
         16, ge=1, description="Partial rollout: tokens generated between two checks for a newer version (each "
                               "chunk re-prefills prompt + answer so far: the KV cache is recomputed, never kept).")
+    # rlstudio's switch: verl's V1 replay buffer always lets unfinished groups run on into later batches; here the
+    # groups in flight beyond a batch are counted explicitly (Agent Lightning's async_train_batch_size - B)
+    carry_over_groups: int = Field(
+        0, ge=0, description="Async modes: prompt groups generated beyond the batch's; each step trains the first "
+                             "data.train_batch_size groups to complete and the others carry on into the next step "
+                             "(tokens kept, continuing on newer weights). 0: each batch generates exactly its own.")
 
 
 # The alarms the server judges every run by (backend/services/health/; `skipped` and `nonfinite` cover their per-role

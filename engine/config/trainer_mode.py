@@ -29,6 +29,7 @@ def check_trainer_mode(cfg, world: int) -> None:
     _check_resource_split(cfg, world)
     _check_bypass(cfg)
     _check_partial_rollout(cfg)
+    _check_carry_over(cfg)
     if not is_async(cfg):
         return
     _check_separate_async(cfg)
@@ -54,6 +55,43 @@ def _check_partial_rollout(cfg) -> None:
         raise ConfigError(f"{key}=True generates each answer in chunks, and actor_rollout_ref.rollout.min_new_tokens="
                           f"{cfg.actor_rollout_ref.rollout.min_new_tokens} would be applied to every chunk.", key,
                           "Set actor_rollout_ref.rollout.min_new_tokens=0, or trainer.v1.partial_rollout=False.")
+
+
+def _check_carry_over(cfg) -> None:
+    """trainer.v1.carry_over_groups: groups in flight beyond the batch (engine/trainer/ASYNC.md, "Carry-over")."""
+    extra = cfg.trainer.v1.carry_over_groups
+    if not extra:
+        return
+    key = "trainer.v1.carry_over_groups"
+    v1, bsz = cfg.trainer.v1, cfg.data.train_batch_size
+    if not is_async(cfg):
+        raise ConfigError(f"{key}={extra} lets unfinished groups run on into later batches, which only the async "
+                          "modes do.", key, "Set trainer.use_v1=True trainer.v1.trainer_mode=colocate_async (or "
+                                            "separate_async), or remove the key.")
+    if extra > bsz:
+        raise ConfigError(f"{key}={extra} is more than a batch (data.train_batch_size={bsz}): groups that must be "
+                          "trained before they pass the threshold could then exceed one batch.", key,
+                          f"Set {key} to at most {bsz}.")
+    threshold = v1.sampler.max_off_policy_threshold
+    warmup = (v1.separate_async if v1.trainer_mode == "separate_async" else v1.colocate_async).num_warmup_batches
+    ahead = max(0, min(warmup, threshold - 1))  # as engine/trainer/asynchronous/staleness.py's AsyncSettings.ahead
+    if threshold < ahead + 2:
+        raise ConfigError(
+            f"{key}={extra} with trainer.v1.sampler.max_off_policy_threshold={threshold}: a group started {ahead} "
+            f"batch(es) ahead is trained at age {ahead + 1}, so every group carried one step further would pass the "
+            "threshold (dropped, or forced to finish: nothing carries).", "trainer.v1.sampler.max_off_policy_threshold",
+            f"Set trainer.v1.sampler.max_off_policy_threshold to at least {ahead + 2} (verl's default is 8).")
+    for refused, why, fix in (
+            (cfg.algorithm.filter_groups.enable, "DAPO's filter (algorithm.filter_groups) refills whole batches",
+             "Set algorithm.filter_groups.enable=False, or trainer.v1.carry_over_groups=0."),
+            (v1.partial_rollout, "carry-over already continues answers on newer weights, round by round",
+             "Set trainer.v1.partial_rollout=False (carry-over generates in chunks of "
+             "trainer.v1.partial_rollout_chunk tokens)."),
+            (cfg.actor_rollout_ref.rollout.min_new_tokens, "generates in chunks, and "
+             "actor_rollout_ref.rollout.min_new_tokens would be applied to every chunk",
+             "Set actor_rollout_ref.rollout.min_new_tokens=0.")):
+        if refused:
+            raise ConfigError(f"{key}={extra}: not combined yet with this: {why}.", key, fix)
 
 
 def _check_separate_async(cfg) -> None:

@@ -32,9 +32,12 @@ def response_mask_from(responses: torch.Tensor, eos: list[int], pad_id: int | No
     return (seen_before == 0).to(torch.long)
 
 
-def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: int) -> Batch:
-    """Join prompts and generated responses into the training layout."""
-    response_mask = response_mask_from(responses, eos, pad_id)
+def assemble(prompts: Batch, responses: torch.Tensor, eos: list[int], pad_id: int,
+             response_mask: torch.Tensor | None = None) -> Batch:
+    """Join prompts and generated responses into the training layout (`response_mask`: the answers' lengths when
+    known, e.g. carried answers assembled from chunks; else up to each first end token)."""
+    if response_mask is None:
+        response_mask = response_mask_from(responses, eos, pad_id)
     responses = torch.where(response_mask.bool(), responses, torch.full_like(responses, pad_id))
     attention_mask = torch.cat([prompts["attention_mask"], response_mask], dim=1)
     last_pos = prompts["position_ids"][:, -1:]

@@ -314,9 +314,12 @@ class TrainWorker:
     def behaviour_publish(self, version: int) -> dict:
         return self.behaviour.publish(version)
 
-    def behaviour_generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0):
-        # newest/chunk: partial rollout (trainer.v1.partial_rollout, engine/trainer/ASYNC.md)
-        out, metrics = self.behaviour.generate(self._local(batch), version, newest=newest, chunk=chunk)
+    def behaviour_generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0,
+                           max_new_tokens: int | None = None):
+        # newest/chunk: partial rollout (trainer.v1.partial_rollout); max_new_tokens: one chunk of carry-over's round
+        # (trainer.v1.carry_over_groups); engine/trainer/ASYNC.md
+        out, metrics = self.behaviour.generate(self._local(batch), version, newest=newest, chunk=chunk,
+                                               max_new_tokens=max_new_tokens)
         return out.cpu(), metrics
 
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------

@@ -150,3 +150,27 @@ def test_dapos_filter_runs_in_the_async_modes(mode):
                                 "algorithm.filter_groups.metric=acc", "algorithm.filter_groups.max_num_gen_batches=3"])
     fg = cfg.algorithm.filter_groups
     assert (cfg.trainer.v1.trainer_mode, fg.enable, fg.metric, fg.max_num_gen_batches) == (mode, True, "acc", 3)
+
+
+def test_carry_over_is_off_by_default_and_refused_where_it_cannot_carry():
+    """trainer.v1.carry_over_groups (engine/trainer/ASYNC.md, "Carry-over"): async modes only, at most a batch, a
+    threshold that lets a group be carried at least once, and not yet with DAPO's filter or partial rollout."""
+    assert build_config([]).trainer.v1.carry_over_groups == 0
+    on = ASYNC + ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async", "trainer.v1.carry_over_groups=4"]
+    cfg = build_config(on)  # verl's default threshold 8, one batch ahead: carried up to 6 steps
+    assert cfg.trainer.v1.carry_over_groups == 4
+    cases = [
+        (ASYNC + ["trainer.v1.carry_over_groups=4"], "trainer.v1.carry_over_groups", "colocate_async"),
+        (on[:-1] + ["trainer.v1.carry_over_groups=9"], "trainer.v1.carry_over_groups", "at most 8"),
+        (on + ["trainer.v1.sampler.max_off_policy_threshold=2"], "trainer.v1.sampler.max_off_policy_threshold",
+         "at least 3"),
+        (on + ["algorithm.filter_groups.enable=True"], "trainer.v1.carry_over_groups", "filter_groups.enable=False"),
+        (on + ["trainer.v1.partial_rollout=True"], "trainer.v1.carry_over_groups", "partial_rollout=False"),
+    ]
+    for args, key, fix in cases:
+        with pytest.raises(ConfigError) as err:
+            build_config(args)
+        assert err.value.key == key and fix in err.value.fix, (args, err.value.key, err.value.fix)
+    # with no run-ahead a threshold of 2 already carries once
+    assert build_config(on + ["trainer.v1.sampler.max_off_policy_threshold=2",
+                              "trainer.v1.colocate_async.num_warmup_batches=0"]).trainer.v1.carry_over_groups == 4

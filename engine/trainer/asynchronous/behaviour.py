@@ -50,19 +50,24 @@ class BehaviourPolicy:
         return {"timing_s/update_weights": time.perf_counter() - start}
 
     def generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0,
-                 on_chunk=None) -> tuple[Batch, dict]:
+                 on_chunk=None, max_new_tokens: int | None = None) -> tuple[Batch, dict]:
         """Answers sampled with the weights of `version` exactly (published earlier), each token's version in
         `policy_versions`. `chunk` > 0 (partial rollout): between chunks of that many tokens, switch to the newest
         published version ≤ `newest`. `on_chunk(tokens_done)`: called at each chunk boundary before the check
-        (the tests publish a version there, forcing an update mid-answer without racing a thread)."""
+        (the tests publish a version there, forcing an update mid-answer without racing a thread).
+        `max_new_tokens`: at most that many tokens (one chunk of carry-over's round, carry.py), with `ended`: which
+        answers ended in it (the driver continues the others later)."""
         metrics, loaded = self._load(int(version))
         start = time.perf_counter()
         if chunk and chunk > 0:
             out, switches = self._generate_partial(batch, int(chunk), newest, on_chunk, metrics)
             metrics["rollout/partial_switches"] = float(switches)
         else:
-            out = self.rollout.generate(batch, validate=False)
+            limit = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
+            out = self.rollout.generate(batch, validate=False, **limit)
             out.tensors[versions.KEY] = versions.stamp(out["responses"], self.version)
+            if max_new_tokens:
+                out.tensors["ended"] = _ended(out, int(max_new_tokens), self._stop())
         metrics["timing_s/gen_worker"] = time.perf_counter() - start - metrics.pop("_loads_s", 0.0)
         if hasattr(self.rollout, "take_freshness"):
             # the static decoder's check that it decoded the weights just loaded (rollout/weights_stale, and
@@ -73,6 +78,10 @@ class BehaviourPolicy:
             if loaded or metrics.get("rollout/partial_switches"):
                 metrics.update(fresh)
         return out, metrics
+
+    def _stop(self) -> list[int]:
+        rollout = self.rollout
+        return [] if rollout.cfg.ignore_eos else eos_ids(rollout.module, rollout.tokenizer)
 
     def _newer(self, newest: int | None) -> int | None:
         """The newest published version above the loaded one and at most `newest` (None: none)."""
@@ -128,6 +137,16 @@ class BehaviourPolicy:
                     _local(param).copy_(state[name])
             self.version = version
         return {"timing_s/behaviour_load": time.perf_counter() - start}, state is not None
+
+
+def _ended(out: Batch, limit: int, stop: list[int]) -> torch.Tensor:
+    """Which answers of a chunk of at most `limit` tokens ended in it: fewer tokens, or an end token as its last."""
+    counts = out["response_mask"].sum(-1)
+    ended = counts < limit
+    if stop:
+        last = out["responses"].gather(1, (counts - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        ended |= torch.isin(last, torch.tensor(stop, device=last.device))
+    return ended
 
 
 def _continuation(batch: Batch, responses: torch.Tensor, running: torch.Tensor, done: int) -> Batch:

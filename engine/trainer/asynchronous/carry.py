@@ -16,12 +16,13 @@ generation calls on the continuation batch (`continuation`), so the workers hold
 """
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 import torch
 
 from engine.protocol import Batch
-from engine.trainer.asynchronous import staleness
+from engine.trainer.asynchronous import staleness, versions
 
 PROMPT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -196,3 +197,83 @@ def run_round(pool: CarryPool, step: int, version: int, chunk: int, generate, pa
                    version, (round_index, chunks))
         chunks += 1
     return chunks
+
+
+class CarryFeeder:
+    """The rollout thread's side of carry-over: the prompts not yet pulled into the pool (the loader's batches split
+    into prompts, the reissued ones of a resume first), the pool, and each step's round. Checkpoints: the loader's
+    state after every prompt pulled so far, plus `reissue`, the (epoch, dataset row) of each prompt pulled and not
+    yet trained (in flight or queued), which a resume pulls first, as verl reissues its pending and running groups."""
+
+    def __init__(self, trainer, loader, settings: staleness.AsyncSettings, extra: int, chunk: int,
+                 reissue: list | None = None):
+        cfg = trainer.cfg
+        self.trainer, self.loader, self.chunk = trainer, loader, int(chunk)
+        self.pool = CarryPool(cfg.data.train_batch_size, int(extra), settings.threshold, settings.strategy)
+        self.length = int(cfg.actor_rollout_ref.rollout.response_length)
+        self.pad_id = int(loader.dataset.pad_token_id)
+        self.epoch = loader.epoch
+        self.rounds = 0
+        self.queue: collections.deque[tuple[Batch, tuple[int, int]]] = collections.deque(
+            (self._prompt_at(int(e), int(row)), (int(e), int(row))) for e, row in (reissue or []))
+
+    def state(self) -> dict:
+        pending = self.pool.sources() + [source for _, source in self.queue]
+        return {**self.loader.state_dict(), "reissue": [list(source) for source in pending]}
+
+    def pull(self, step: int) -> tuple[dict, list[Group]]:
+        """Before step `step`'s round (under the producer's lock, as a checkpoint reads the state): evict what is too
+        stale (drop), top the pool up; returns the state a checkpoint made before this step's batch resumes from
+        (every prompt in flight reissued) and the evicted groups."""
+        evicted = self.pool.evict_stale(step)
+        for _ in range(self.pool.wanted(step)):
+            prompt, source = self._next_prompt()
+            rows = self.trainer.group_prompts(prompt)
+            self.pool.add(new_group(self.pool.pulled, rows, source, self.length, self.pad_id))
+        return self.state(), evicted
+
+    def placeholder(self) -> Batch:
+        """What the trainer's loop gets as the step's prompts: only the epoch (the batch is formed by the round)."""
+        return Batch(info={"epoch": self.epoch})
+
+    def round(self, step: int, version: int, log, evicted: list[Group]) -> Batch:
+        """Step `step`'s batch: chunks on `version` until it can be formed, then the first groups to complete."""
+        def generate(batch: Batch, max_new: int) -> Batch:
+            out, metrics = self.trainer.wg.dp_call("behaviour_generate", batch, version=version, max_new_tokens=max_new)
+            log.add_worker_metrics(metrics)
+            return out
+
+        from engine.rollout.hf_rollout import assemble
+
+        chunks = run_round(self.pool, step, version, self.chunk, generate, self.pad_id, self.rounds)
+        self.rounds += 1
+        taken = self.pool.take(step)
+        prompts, responses, mask = assemble_groups(taken, self.pad_id)
+        batch = assemble(prompts, responses, [], self.pad_id, response_mask=mask)
+        batch.tensors["rollout_log_probs"] = torch.cat([g.log_probs for g in taken]) * mask
+        batch.tensors[versions.KEY] = torch.cat([g.versions for g in taken])
+        batch.info["global_step"] = step
+        log.metrics.update(staleness.eviction_metrics(step, [g.first_version for g in evicted
+                                                             if g.first_version is not None]))
+        log.metrics.update({"rollout/carry_chunks": float(chunks), "rollout/carried_groups": float(len(self.pool.groups)),
+                            "rollout/carried_tokens": float(sum(int(g.lengths.sum()) for g in self.pool.groups))})
+        return batch
+
+    def _next_prompt(self) -> tuple[Batch, tuple[int, int]]:
+        if not self.queue:
+            batch = next(self.loader)
+            epoch, index = int(batch.info.get("epoch", 0)), int(batch.info.get("batch_in_epoch", 0))
+            size = len(batch)
+            rows = self.loader.order(epoch)[index * self.loader.batch_size:index * self.loader.batch_size + size]
+            self.epoch = epoch
+            for j in range(size):
+                one = batch.index([j])
+                self.queue.append((one, (epoch, int(rows[j]))))
+        return self.queue.popleft()
+
+    def _prompt_at(self, epoch: int, row: int) -> Batch:
+        from engine.data.dataset import collate
+
+        prompt = collate([self.loader.dataset[row]], self.loader.dataset.pad_token_id, self.loader.pad_to)
+        prompt.info.update(epoch=epoch)
+        return prompt

@@ -9,6 +9,8 @@ each batch from the producer instead of generating, and publishing the actor's w
 ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the trainer waits: the sync trainer's order.
 With DAPO's filter (algorithm.filter_groups) the producer also scores each batch, drops the groups without a learning
 signal and refills from the loader's next prompts on the same version, with the sync trainer's functions.
+With carry-over (trainer.v1.carry_over_groups, carry.py) the producer keeps more groups in flight than a batch and
+forms each step's batch from the first to complete; the others carry on into the next step's round.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
 from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.asynchronous.carry import CarryFeeder
 from engine.trainer.ppo_trainer import PPOTrainer
 from engine.trainer.roles import StepLog
 
@@ -45,8 +48,10 @@ class _Stopped(Exception):
 class RolloutAhead:
     """The producer thread and the hand-over, under one condition variable (no sleeps, no polling)."""
 
-    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, filter_groups: bool = False):
+    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, filter_groups: bool = False,
+                 carry: CarryFeeder | None = None):
         self.trainer, self.loader, self.ahead = trainer, loader, ahead
+        self.carry = carry  # carry-over: the pool of groups in flight beyond the batch (carry.py)
         # DAPO's dynamic sampling: each batch is scored and filtered here, and refilled from the loader's next
         # prompts on the same version, with the sync trainer's own functions (PPOTrainer.score, keep_groups_with_signal)
         self.filter_groups = filter_groups
@@ -89,7 +94,9 @@ class RolloutAhead:
         """The loader's state as training has consumed it: before the oldest batch not yet trained."""
         with self.cond:
             pending = sorted(self.items)
-            return dict(self.items[pending[0]].loader_state) if pending else self.loader.state_dict()
+            if pending:
+                return dict(self.items[pending[0]].loader_state)
+            return self.carry.state() if self.carry is not None else self.loader.state_dict()
 
     def stop(self) -> None:
         with self.cond:
@@ -135,12 +142,21 @@ class RolloutAhead:
                         self.cond.wait()
                     if self.stopping:
                         return
-                    state = self.loader.state_dict()
-                    item = Produced(next(self.loader), state, version=version)
+                    if self.carry is not None:  # the pool topped up (stale groups evicted first)
+                        state, evicted = self.carry.pull(step)
+                        item = Produced(self.carry.placeholder(), state, version=version)
+                    else:
+                        state = self.loader.state_dict()
+                        item = Produced(next(self.loader), state, version=version)
                     self.items[step] = item
                     self.cond.notify_all()
                 started = self.trainer.clock()
-                batch = self._generate(item, step, 1)
+                if self.carry is not None:
+                    self._doing("generating (carry-over round)", step, version)
+                    with item.log.phase("gen"):
+                        batch = self.carry.round(step, version, item.log, evicted)
+                else:
+                    batch = self._generate(item, step, 1)
                 reward = dropped = None
                 if self.filter_groups:  # the sync trainer's order: generate, score, filter; refill until full
                     batch, reward = self.trainer.score(batch, item.log)
@@ -213,6 +229,7 @@ class _LoaderView:
         if self.trainer.producer is not None:
             raise RuntimeError("the loader's state can only be loaded before the rollout thread starts")
         self.loader.load_state_dict(state)
+        self.trainer.reissue = list(state.get("reissue") or [])  # carry-over's prompts in flight at the checkpoint
 
 
 class AsyncPPOTrainer(PPOTrainer):
@@ -227,6 +244,7 @@ class AsyncPPOTrainer(PPOTrainer):
         self.run_start = time.time()  # the timeline/* metrics' zero: both threads read this wall clock
         v1 = cfg.trainer.v1
         self.partial_chunk = int(v1.partial_rollout_chunk) if v1.partial_rollout else 0
+        self.reissue: list = []  # set by a resume: carry-over's prompts in flight at the checkpoint
         self.wg.all_call("behaviour_init")
 
     def clock(self) -> float:
@@ -239,8 +257,11 @@ class AsyncPPOTrainer(PPOTrainer):
 
     def producer_for_next(self) -> Produced:
         if self.producer is None:  # first batch, after any resume: the weights now are the first version
+            v1 = self.cfg.trainer.v1
+            carry = CarryFeeder(self, self.loader, self.settings, v1.carry_over_groups, v1.partial_rollout_chunk,
+                                self.reissue) if v1.carry_over_groups else None
             self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step,
-                                         filter_groups=self.cfg.algorithm.filter_groups.enable)
+                                         filter_groups=self.cfg.algorithm.filter_groups.enable, carry=carry)
             self.wg.all_call("behaviour_publish", self.global_step)
             self.producer.publish(self.global_step)
             self.producer.thread.start()
