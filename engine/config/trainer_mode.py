@@ -119,8 +119,8 @@ def _check_resource_split(cfg, world: int) -> None:
                           "Set actor_rollout_ref.rollout.nnodes=0 or choose separate_async.")
     if rollout.nnodes:
         raise ConfigError(
-            f"{key}={rollout.nnodes}: standalone rollout workers (their own processes or devices) are not built yet; "
-            "rlstudio's separate_async generates on a copy of the policy inside each trainer worker.", key,
+            f"{key}={rollout.nnodes}: standalone rollout nodes (devices of their own) are not built yet; "
+            "rlstudio's separate_async runs one rollout process beside each trainer worker, on its devices.", key,
             "Set actor_rollout_ref.rollout.nnodes=0 (the default).")
     per_node = rollout.n_gpus_per_node
     if per_node is not None and per_node != cfg.trainer.n_gpus_per_node:

@@ -9,6 +9,7 @@ of the batch and returns (Batch, metrics).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -53,6 +54,15 @@ def compile_layers(model) -> None:
         layer.forward = torch.compile(layer.forward)
 
 
+def load_tokenizer(cfg):
+    """The run's tokenizer (data.tokenizer, else the actor model's), as every worker and the rollout process load it."""
+    from transformers import AutoTokenizer
+
+    model = cfg.actor_rollout_ref.model
+    return AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or model.path),
+                                         trust_remote_code=model.trust_remote_code)
+
+
 class TrainWorker:
     def __init__(self, rank: int, world: int, cfg, total_steps: int, device: str, num_threads: int = 1):
         self.rank, self.world, self.cfg = rank, world, cfg
@@ -86,7 +96,6 @@ class TrainWorker:
 
     def init(self, master_addr: str, master_port: int, uses_ref: bool) -> dict:
         from torch.distributed.device_mesh import init_device_mesh
-        from transformers import AutoTokenizer
 
         cfg = self.cfg
         if self.device_type == "cuda":
@@ -100,10 +109,7 @@ class TrainWorker:
         dist.init_process_group(backend, rank=self.rank, world_size=self.world,
                                 init_method=f"tcp://{master_addr}:{master_port}")
         self.mesh = init_device_mesh(self.device_type, (self.world,))
-        actor_rollout_ref = cfg.actor_rollout_ref
-        tokenizer_path = os.path.expanduser(cfg.data.tokenizer or actor_rollout_ref.model.path)
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path,
-                                                       trust_remote_code=actor_rollout_ref.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(cfg)
         torch.manual_seed(cfg.trainer.seed)  # identical initial weights (e.g. a new value head) on every rank
         self.actor = self._build_actor()
         self.reference = self._build_reference() if uses_ref else None
@@ -302,14 +308,26 @@ class TrainWorker:
 
     # ---- the async modes' behaviour policy: a copy the rollout samples with while the actor trains ------------
     def behaviour_init(self) -> None:
+        """colocate_async: the copy lives in this process. separate_async: in a rollout process of its own
+        (engine/trainer/asynchronous/rollout_process.py), built there the same way; the calls below forward to it."""
+        if self.cfg.trainer.v1.trainer_mode == "separate_async":
+            from engine.trainer.asynchronous.rollout_process import RolloutProcess
+
+            self.behaviour = RolloutProcess(self.actor_module, {
+                "cfg": self.cfg, "device": self.device_type, "num_threads": torch.get_num_threads()})
+            print(f"[rlstudio] rank {self.rank}: rollout process started (pid {self.behaviour.pid})", flush=True)
+            return
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy
 
+        self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders())
+
+    def behaviour_builders(self):
+        """(build the copy's module, build its rollout): the actor's model loaded and sharded as the actor's is,
+        sampled by the hf rollout (its static decoder); the same in this process and in a rollout process."""
         arr = self.cfg.actor_rollout_ref
-        self.behaviour = BehaviourPolicy(
-            self.actor_module,
-            lambda: self._shard(self._load_lm(arr.model.path, arr.model, dtype=self._mixed_precision()[0]),
-                                arr.actor.fsdp_config, self._mixed_precision()[1]),
-            lambda module: HFRollout(module, self.tokenizer, arr.rollout, self.device_type))
+        return (lambda: self._shard(self._load_lm(arr.model.path, arr.model, dtype=self._mixed_precision()[0]),
+                                    arr.actor.fsdp_config, self._mixed_precision()[1]),
+                lambda module: HFRollout(module, self.tokenizer, arr.rollout, self.device_type))
 
     def behaviour_publish(self, version: int) -> dict:
         return self.behaviour.publish(version)
@@ -422,10 +440,17 @@ class TrainWorker:
             if group is not None and name not in self._ckpt_writers:
                 self._ckpt_writers[name] = background_writer(path)
             writer = self._ckpt_writers.get(name) if group is not None else None
-            future = save_role(path, module, role.optimizer, role.scheduler, self.rank, self.world,
-                               self.tokenizer, background_group=group, writer=writer)
+            with self._checkpoint_rng():
+                future = save_role(path, module, role.optimizer, role.scheduler, self.rank, self.world,
+                                   self.tokenizer, background_group=group, writer=writer)
             if future is not None:
                 self._writes.append(future)
+
+    def _checkpoint_rng(self):
+        """separate_async: the random state a checkpoint records is the rollout process's, where the rollout draws
+        (elsewhere one stream serves both), so that a resume's rollout continues its draws."""
+        behaviour = getattr(self, "behaviour", None)
+        return behaviour.rng_for_checkpoint() if hasattr(behaviour, "rng_for_checkpoint") else contextlib.nullcontext()
 
     def _checkpoint_group(self, role: str):
         """A gloo group per role for its background writer: two writers (actor, critic) sharing one group would
@@ -511,6 +536,8 @@ class TrainWorker:
         return out
 
     def shutdown(self) -> None:
+        if hasattr(getattr(self, "behaviour", None), "close"):  # separate_async: stop the rollout process
+            self.behaviour.close()
         if hasattr(getattr(self, "rollout", None), "shutdown"):  # vLLM: stop the engine first
             self.rollout.shutdown()
         if dist.is_initialized():

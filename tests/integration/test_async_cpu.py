@@ -5,7 +5,9 @@ metrics say so (issue 29)."""
 from __future__ import annotations
 
 import math
+import re
 
+import psutil
 import pytest
 
 from tests.integration.helpers import base_args
@@ -42,11 +44,19 @@ def _differ(a: dict, b: dict) -> dict:
 
 @pytest.mark.slow  # two 3-step engine runs
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode):
+def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd):
+    """separate_async samples in a rollout process of its own (rollout_process.py): built as the worker builds its
+    copy, on the worker's random state, so the tokens and log-probs that cross the pipe are the sync run's."""
     sync = _train(tiny_model, arith_data, tmp_path / "sync")
+    capfd.readouterr()
     strict = _train(tiny_model, arith_data, tmp_path / mode, **{
         "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 1,
         "trainer.v1.separate_async.parameter_sync_step": 2})  # 4 = 2 × 2
+    started = re.findall(r"rollout process started \(pid (\d+)\)", capfd.readouterr().out)
+    if mode == "separate_async":  # its own process, stopped and reaped at the end of the run
+        assert len(started) == 1 and not psutil.pid_exists(int(started[0])), started
+    else:
+        assert not started  # colocate_async: the copy in the worker's own process
     assert sorted(sync.metrics) == sorted(strict.metrics) == [1, 2, 3]
     for step in (1, 2, 3):
         a = sync.metrics[step]
@@ -230,18 +240,22 @@ def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny
 
 
 @pytest.mark.slow  # one 3-step engine run
-def test_partial_rollout_run_reports_versions_timeline_and_the_wait(tiny_model, arith_data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_partial_rollout_run_reports_versions_timeline_and_the_wait(tiny_model, arith_data, tmp_path, monkeypatch,
+                                                                     mode):
     """One batch ahead with partial rollout on: whether an update lands mid-answer depends on the threads' timing
     (the forced, exact case is tests/unit/test_async_partial_rollout.py), so this checks what must hold either way:
     every token's version lies between the batch's start version and the trained step's weights, the timeline's
-    spans are ordered, and the trainer's wait for the batch is a heartbeat phase of its own."""
+    spans are ordered, and the trainer's wait for the batch is a heartbeat phase of its own. In separate_async the
+    publish reaches the rollout process during its generation (the child's reader stores it at once)."""
     from tests.integration import phase_recorder
 
     phases = tmp_path / "phases.txt"
     for key, value in phase_recorder.hook_env(phases).items():
         monkeypatch.setenv(key, value)
     run = _train(tiny_model, arith_data, tmp_path / "partial", **{
-        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.separate_async.parameter_sync_step": 2,
         "trainer.v1.partial_rollout": "True", "trainer.v1.partial_rollout_chunk": 4})
     for s in (1, 2, 3):
         m = run.metrics[s]

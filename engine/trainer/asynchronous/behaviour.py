@@ -44,10 +44,15 @@ class BehaviourPolicy:
         """Snapshot the actor's current weights as `version`: this worker's shards (the copy is sharded as the
         actor is, so shard i of the actor is shard i of the copy; no collective)."""
         start = time.perf_counter()
-        state = {k: _local(v).detach().to("cpu", copy=True) for k, v in self.actor_module.named_parameters()}
+        self.receive(version, {k: _local(v).detach().to("cpu", copy=True)
+                               for k, v in self.actor_module.named_parameters()})
+        return {"timing_s/update_weights": time.perf_counter() - start}
+
+    def receive(self, version: int, state: dict[str, torch.Tensor]) -> None:
+        """Hold `state` (this worker's shards, by parameter name) as `version`: a publish's snapshot, or one sent
+        to separate_async's rollout process (rollout_process.py; there the policy has no actor of its own)."""
         with self.lock:
             self.snapshots[int(version)] = state
-        return {"timing_s/update_weights": time.perf_counter() - start}
 
     def generate(self, batch: Batch, version: int, newest: int | None = None, chunk: int = 0,
                  on_chunk=None, max_new_tokens: int | None = None) -> tuple[Batch, dict]:

@@ -1,0 +1,390 @@
+"""separate_async's rollout process: the behaviour policy (behaviour.py) in an OS process of its own, beside the
+trainer worker that starts it (engine/trainer/ASYNC.md, "The rollout process").
+
+The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's
+weights (this worker's shards) as a numbered version, `generate(batch, version, newest, chunk)` asks for a batch
+sampled with exactly that version. The child (`python -m engine.trainer.asynchronous.rollout_process`) builds the
+copy as the worker builds it (same loader, FSDP2 wrapping over a world of one, the hf static-decode rollout), starts
+from the worker's random state and serves the calls.
+
+The channel: two one-way pipes (requests, replies). Every request carries an id and the reply names it, so the
+worker's two callers (the main thread publishing, the producer thread waiting on a generation) never take each
+other's answer; one lock per direction keeps a message's frames together. On each side one reader thread reads
+everything: in the child a publish is stored as soon as it arrives (also while a generation runs, so partial rollout
+can switch mid-batch) and generations queue for the child's main thread, one at a time; in the worker the reader
+hands each reply to the call waiting for it. A message is a pickled header with its tensors sent after it as raw
+bytes, read straight into tensors (one copy each way, no pickling of weights).
+
+Failure: when the child dies its pipe ends close, the worker's reader sees end-of-file at once, reaps the child and
+fails every waiting call, and every later one, with the cause ("the rollout process (pid N) died: killed by signal
+9 (SIGKILL) ..."). When the worker dies the child's reader sees end-of-file and the child exits: no orphans.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+
+import torch
+
+OPS = ("setup", "publish", "generate", "rng")
+
+
+class RolloutProcessDied(RuntimeError):
+    """The rollout process exited (killed, crashed, out of memory) while the run needed it."""
+
+
+class RolloutProcessError(RuntimeError):
+    """A call raised inside the rollout process (its traceback is in the message)."""
+
+
+def _rng() -> dict:
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None}
+
+
+def _set_rng(cpu: torch.Tensor, cuda: torch.Tensor | None) -> None:
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda)
+
+
+# ---- the wire: a pickled header, then each tensor's bytes ----------------------------------------------------
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, tensors: list):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.tensors = tensors
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            tensor = obj.to_local() if hasattr(obj, "to_local") else obj  # a DTensor: this worker's shard
+            self.tensors.append(tensor.detach().cpu().contiguous())  # no copy for a contiguous CPU tensor
+            return len(self.tensors) - 1
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, tensors: list):
+        super().__init__(file)
+        self.tensors = tensors
+
+    def persistent_load(self, index):
+        return self.tensors[index]
+
+
+def send(conn: Connection, obj) -> None:
+    """One message: the header (obj with its tensors replaced by indexes, and their layouts), then each tensor's
+    bytes. The caller holds the connection's send lock."""
+    tensors: list[torch.Tensor] = []
+    body = io.BytesIO()
+    _Pickler(body, tensors).dump(obj)
+    layouts = [(str(t.dtype).removeprefix("torch."), tuple(t.shape), t.numel() * t.element_size()) for t in tensors]
+    conn.send_bytes(pickle.dumps((layouts, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL))
+    for tensor, (_, _, nbytes) in zip(tensors, layouts):
+        if nbytes:
+            conn.send_bytes(tensor.reshape(-1).view(torch.uint8).numpy())
+
+
+def recv(conn: Connection):
+    """A message sent by `send` (EOFError when the other side has closed)."""
+    layouts, body = pickle.loads(conn.recv_bytes())
+    tensors = []
+    for dtype, shape, nbytes in layouts:
+        dtype = getattr(torch, dtype)
+        if not nbytes:
+            tensors.append(torch.empty(shape, dtype=dtype))
+            continue
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        conn.recv_bytes_into(raw.numpy())  # straight into the tensor's memory
+        tensors.append(raw.view(dtype).reshape(shape))
+    return _Unpickler(io.BytesIO(body), tensors).load()
+
+
+# ---- the worker's side -------------------------------------------------------------------------------------
+class RolloutProcess:
+    """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
+
+    def __init__(self, actor_module, setup: dict):
+        """`setup`: what the child builds from (`cfg`, `device`, `num_threads`); see `_Child.setup`. Returns once
+        the child has built its copy (or raises why it could not)."""
+        self.actor_module = actor_module
+        self.device = setup["device"]
+        self.seeded = False  # the first publish also hands over the worker's random state
+        to_child, child_reads = os.pipe()[::-1]  # (write end, read end)
+        child_writes, from_child = os.pipe()[::-1]
+        # the pipes are not inherited by any other process (os.pipe's fds are non-inheritable; pass_fds makes these
+        # two the child's only), so end-of-file on them means this child, or this worker, is gone
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(child_reads), str(child_writes)],
+                                     pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL)
+        os.close(child_reads)
+        os.close(child_writes)
+        self.pid = self.proc.pid
+        self.requests = Connection(to_child, readable=False)
+        self.replies = Connection(from_child, writable=False)
+        self.send_lock = threading.Lock()  # one message's frames together
+        self.lock = threading.Lock()  # the books below
+        self.pending: dict[int, tuple[str, Future]] = {}
+        self.next_id = 0
+        self.failure: BaseException | None = None
+        self.closing = False
+        self.reader = threading.Thread(target=self._read, name=f"rlstudio-rollout-process-{self.pid}", daemon=True)
+        self.reader.start()
+        try:
+            self.call("setup", **setup)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- BehaviourPolicy's calls ------------------------------------------------------------------------------
+    def publish(self, version: int) -> dict:
+        """Send the actor's current weights (this worker's shards) as `version`; returns once the child holds them.
+        Called between updates (the main thread), so the parameters are read in place, without a copy."""
+        start = time.perf_counter()
+        state = {name: param for name, param in self.actor_module.named_parameters()}
+        rng = None
+        if not self.seeded:
+            # the first publish comes as the producer starts, after a resume has restored the worker's random
+            # state: from here on the child's rollout draws what the worker's own rollout would have drawn
+            rng = {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if self.device == "cuda" else None}
+        self.call("publish", version=int(version), state=state, rng=rng)
+        self.seeded = True
+        return {"timing_s/update_weights": time.perf_counter() - start}
+
+    def generate(self, batch, version: int, newest: int | None = None, chunk: int = 0,
+                 max_new_tokens: int | None = None):
+        return self.call("generate", batch=batch, version=int(version), newest=newest, chunk=int(chunk),
+                         max_new_tokens=max_new_tokens)
+
+    @contextlib.contextmanager
+    def rng_for_checkpoint(self):
+        """While a checkpoint records the worker's random state: the child's instead (after the generations asked
+        before), the worker's own put back after. The rollout draws in the child, so a resume (whose first publish
+        hands the restored state to the new child) continues the rollout's stream as the sync trainer's does."""
+        if not self.seeded:  # nothing drawn in the child yet: the worker's state is the stream's
+            yield
+            return
+        theirs = self.call("rng")
+        own = (torch.get_rng_state(), torch.cuda.get_rng_state() if self.device == "cuda" else None)
+        _set_rng(theirs["cpu"], theirs["cuda"])
+        try:
+            yield
+        finally:
+            _set_rng(*own)
+
+    # ---- the channel --------------------------------------------------------------------------------------------
+    def call(self, op: str, **kwargs):
+        """Send one request and wait for its reply. The wait always ends: the reader thread answers it with the
+        reply or, when the child dies, with the cause."""
+        future: Future = Future()
+        with self.lock:
+            if self.failure is not None:
+                raise self._failure()
+            if self.closing:
+                raise RolloutProcessDied(f"the rollout process (pid {self.pid}) was stopped; {op} cannot run")
+            request_id = self.next_id
+            self.next_id += 1
+            self.pending[request_id] = (op, future)
+        try:
+            with self.send_lock:
+                send(self.requests, {"id": request_id, "op": op, **kwargs})
+        except (BrokenPipeError, ConnectionError, OSError):
+            pass  # the child is gone: the reader sees end-of-file and fails this call with the cause
+        return future.result()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                reply = recv(self.replies)
+                with self.lock:
+                    op, future = self.pending.pop(reply["id"])
+                if reply["ok"]:
+                    future.set_result(reply["result"])
+                else:
+                    future.set_exception(RolloutProcessError(
+                        f"the rollout process (pid {self.pid}) failed in {op}:\n{reply['error']}"))
+        except (EOFError, OSError):
+            self._gone()
+        except BaseException as exc:  # noqa: BLE001 - a garbled message: nothing after it can be trusted
+            self._fail(RolloutProcessDied(f"the rollout process (pid {self.pid}): unreadable reply "
+                                          f"({type(exc).__name__}: {exc})"))
+            self._stop_child()
+
+    def _gone(self) -> None:
+        """End-of-file from the child: it exited. Reap it and say how, to every call waiting and every later one."""
+        how = self._exit_status()
+        with self.lock:
+            closing = self.closing
+            in_flight = sorted(f"{op} #{i}" for i, (op, _) in self.pending.items())
+        what = "was stopped" if closing else f"died: {how}"
+        self._fail(RolloutProcessDied(f"the rollout process (pid {self.pid}) {what}"
+                                      + (f"; in flight: {', '.join(in_flight)}" if in_flight else "")))
+
+    def _exit_status(self) -> str:
+        try:
+            code = self.proc.wait(timeout=30)  # it closed its pipe: it is exiting (a guard, not a timing)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return "it closed its pipe but kept running (killed now)"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "unnamed"
+            oom = "; the kernel's out-of-memory killer also sends it" if -code == signal.SIGKILL else ""
+            return f"killed by signal {-code} ({name}{oom})"
+        return f"exited with code {code} (its own error, if any, is printed above)"
+
+    def _fail(self, error: BaseException) -> None:
+        with self.lock:
+            if self.failure is None:
+                self.failure = error
+            waiting, self.pending = list(self.pending.values()), {}
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(self._failure())
+
+    def _failure(self) -> BaseException:
+        """The failure, as a new exception for each caller (threads raising one object would share its traceback)."""
+        return type(self.failure)(str(self.failure))
+
+    def _stop_child(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self) -> None:
+        """Stop the child and reap it (the end of a run, or its failure). Safe to call twice. Closing the request
+        pipe is the stop: the child exits on its end-of-file, mid-generation or idle. A writer stuck on a child that
+        no longer reads (it holds the send lock) cannot be waited for: the child is killed instead."""
+        with self.lock:
+            if self.closing:
+                return
+            self.closing = True
+        if self.send_lock.acquire(timeout=30):  # a guard against a stuck writer, not a timing
+            try:
+                self.requests.close()
+            finally:
+                self.send_lock.release()
+        else:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=60)  # a guard: it exits as soon as it reads the end-of-file
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if threading.current_thread() is not self.reader:
+            self.reader.join()
+        self.replies.close()
+        if not self.requests.closed:  # the stuck writer has failed now; its lock is free
+            with self.send_lock:
+                self.requests.close()
+        self._fail(RolloutProcessDied(f"the rollout process (pid {self.pid}) was stopped"))
+
+
+# ---- the child ---------------------------------------------------------------------------------------------
+class _Child:
+    def __init__(self, requests: Connection, replies: Connection):
+        self.requests, self.replies = requests, replies
+        self.send_lock = threading.Lock()  # the reader (publish acks) and the main thread (generations) reply
+        self.work: queue.Queue = queue.Queue()
+        self.policy = None
+
+    def reply(self, request_id: int, result=None, error: str | None = None) -> None:
+        with self.send_lock:
+            send(self.replies, {"id": request_id, "ok": error is None, "result": result, "error": error})
+
+    def setup(self, cfg, device: str, num_threads: int) -> None:
+        """Build the copy as TrainWorker.behaviour_init builds it in-process: the same loader and FSDP2 wrapping
+        (over a world of one, with a store in this process: no port), the same rollout and thread count (and, with
+        the first publish, the worker's random state), so that with the same weights it samples the same tokens and
+        log-probs."""
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        from engine.trainer.asynchronous.behaviour import BehaviourPolicy
+        from engine.workers.worker import TrainWorker, load_tokenizer
+
+        worker = TrainWorker(0, 1, cfg, 0, device, num_threads)
+        if device == "cuda":
+            torch.cuda.set_device(0)
+        worker.device = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
+        dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo", store=dist.HashStore(),
+                                rank=0, world_size=1)
+        worker.mesh = init_device_mesh(device, (1,))
+        worker.tokenizer = load_tokenizer(cfg)
+        self.worker = worker
+        self.device = worker.device
+        self.policy = BehaviourPolicy(None, *worker.behaviour_builders())
+
+    def serve(self) -> None:
+        first = recv(self.requests)
+        try:
+            assert first["op"] == "setup", first["op"]
+            self.setup(**{k: v for k, v in first.items() if k not in ("id", "op")})
+        except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
+            self.reply(first["id"], error=traceback.format_exc())
+            return
+        self.reply(first["id"], {"pid": os.getpid()})
+        threading.Thread(target=self._read, name="rlstudio-rollout-requests", daemon=True).start()
+        while True:
+            request = self.work.get()
+            if request["op"] == "rng":
+                self.reply(request["id"], _rng())
+                continue
+            try:
+                batch = request["batch"].to(self.device)
+                limit = {"max_new_tokens": request["max_new_tokens"]} if request.get("max_new_tokens") else {}
+                out, metrics = self.policy.generate(batch, request["version"], newest=request["newest"],
+                                                    chunk=request["chunk"], **limit)
+                result = (out.cpu(), metrics)
+            except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
+                self.reply(request["id"], error=traceback.format_exc())
+                continue
+            self.reply(request["id"], result)
+
+    def _read(self) -> None:
+        """Every request, in order: publishes are stored at once (a generation running may switch to them between
+        chunks), generations queue for the main thread. End-of-file: the worker is gone, so this process goes."""
+        try:
+            while True:
+                request = recv(self.requests)
+                op = request["op"]
+                if op == "publish":
+                    try:
+                        if request.get("rng") is not None:  # before any generation: the worker's stream goes on here
+                            _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
+                        self.policy.receive(request["version"], request["state"])
+                    except BaseException:  # noqa: BLE001
+                        self.reply(request["id"], error=traceback.format_exc())
+                        continue
+                    self.reply(request["id"], {})
+                elif op in ("generate", "rng"):  # in order, after the generations asked before
+                    self.work.put(request)
+                else:
+                    self.reply(request["id"], error=f"unknown request {op!r} (expected one of {OPS})")
+        except (EOFError, OSError):
+            os._exit(0)  # the worker closed the pipe (stop) or died: nothing is left to serve
+        except BaseException:  # noqa: BLE001 - a garbled request: exit, so the worker fails its calls with the cause
+            traceback.print_exc()
+            os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    requests = Connection(int(argv[1]), writable=False)
+    replies = Connection(int(argv[2]), readable=False)
+    _Child(requests, replies).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
