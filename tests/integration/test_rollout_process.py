@@ -228,3 +228,19 @@ def test_an_engine_run_whose_rollout_process_is_killed_fails_with_the_cause_and_
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+def test_carry_over_through_the_rollout_process_is_colocate_asyncs_run_to_the_bit(tiny_model, arith_data, tmp_path):
+    """Carry-over's chunks (max_new_tokens, the `ended` rows) cross the pipe: with no run-ahead the versions are
+    deterministic, so separate_async's run is colocate_async's, carried groups included."""
+    from tests.integration.test_async_carry import STEPS, _run
+    from tests.integration.test_async_cpu import _differ
+
+    colocated = _run(tiny_model, arith_data, tmp_path / "colocate")
+    separate = _run(tiny_model, arith_data, tmp_path / "separate", **{
+        "trainer.v1.trainer_mode": "separate_async", "trainer.v1.separate_async.num_warmup_batches": 0,
+        "trainer.v1.separate_async.parameter_sync_step": 1})
+    assert sorted(separate.metrics) == sorted(colocated.metrics) and len(separate.metrics) >= STEPS
+    assert any(colocated.metrics[s]["rollout/carried_tokens"] > 0 for s in range(1, STEPS))  # something was carried
+    for step in colocated.metrics:
+        assert not _differ(colocated.metrics[step], separate.metrics[step]), step
