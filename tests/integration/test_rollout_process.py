@@ -150,7 +150,11 @@ def test_a_killed_rollout_process_fails_the_waiting_call_and_every_later_one_wit
 
         waiting = threading.Thread(target=call)
         waiting.start()
-        _wait_until(lambda: any(op == "generate" for op, _ in list(rp.pending.values())), "the generate in flight")
+        def in_flight() -> bool:
+            with rp.lock:
+                return any(op == "generate" for op, _ in rp.pending.values())
+
+        _wait_until(in_flight, "the generate in flight")
         os.kill(rp.pid, signal.SIGKILL)
         waiting.join(GUARD_S)
         assert not waiting.is_alive(), "the call waiting on a dead rollout process never returned"
@@ -166,6 +170,8 @@ def test_a_killed_rollout_process_fails_the_waiting_call_and_every_later_one_wit
 
 
 def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
+    from tests.integration.helpers import REPO
+
     script = tmp_path / "worker.py"
     script.write_text(
         "import sys\n"
@@ -174,8 +180,7 @@ def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
         "print(rp.pid, flush=True)\n"
         "sys.stdin.read()\n")
     worker = subprocess.Popen([sys.executable, str(script), tiny_model], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=os.getcwd(),
-                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         pid = int(worker.stdout.readline())  # the rollout process is up
         assert not _gone(pid)
