@@ -312,9 +312,12 @@ class TrainWorker:
         (engine/trainer/asynchronous/rollout_process.py), built there the same way; the calls below forward to it."""
         if self.cfg.trainer.v1.trainer_mode == "separate_async":
             from engine.trainer.asynchronous.rollout_process import RolloutProcess
+            from engine.trainer.asynchronous.staleness import AsyncSettings
 
+            # no run-ahead: the rollout generates only while this worker waits, so they share one random stream
             self.behaviour = RolloutProcess(self.actor_module, {
-                "cfg": self.cfg, "device": self.device_type, "num_threads": torch.get_num_threads()})
+                "cfg": self.cfg, "device": self.device_type, "num_threads": torch.get_num_threads()},
+                shared_stream=AsyncSettings.from_config(self.cfg).ahead == 0)
             print(f"[rlstudio] rank {self.rank}: rollout process started (pid {self.behaviour.pid})", flush=True)
             return
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy

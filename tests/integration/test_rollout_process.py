@@ -249,3 +249,23 @@ def test_carry_over_through_the_rollout_process_is_colocate_asyncs_run_to_the_bi
     assert any(colocated.metrics[s]["rollout/carried_tokens"] > 0 for s in range(1, STEPS))  # something was carried
     for step in colocated.metrics:
         assert not _differ(colocated.metrics[step], separate.metrics[step]), step
+
+
+def test_strict_separate_async_shares_the_workers_random_stream_with_sampled_validation(tiny_model, arith_data,
+                                                                                           tmp_path):
+    """At threshold 1 the rollout runs only while the trainer waits, so the worker and the rollout process hand one
+    random stream back and forth (the worker's state out with each generation, the child's back with its batch):
+    validation that samples between steps draws from that stream in the worker, as in the sync trainer, and the
+    strict run stays the sync run to the bit."""
+    from tests.integration.test_async_cpu import _differ, _train
+
+    sampled = {"actor_rollout_ref.rollout.val_kwargs.do_sample": "True",
+               "actor_rollout_ref.rollout.val_kwargs.temperature": 1.0, "trainer.test_freq": 1}
+    sync = _train(tiny_model, arith_data, tmp_path / "sync", **sampled)
+    strict = _train(tiny_model, arith_data, tmp_path / "separate", **sampled, **{
+        "trainer.v1.trainer_mode": "separate_async", "trainer.v1.sampler.max_off_policy_threshold": 1,
+        "trainer.v1.separate_async.parameter_sync_step": 2})
+    assert sorted(sync.metrics) == sorted(strict.metrics) == [1, 2, 3]
+    for step in (1, 2, 3):
+        assert "val-core/arith/reward/mean@1" in sync.metrics[step]  # validation sampled after every step
+        assert not _differ(sync.metrics[step], strict.metrics[step]), step

@@ -4,8 +4,9 @@ trainer worker that starts it (engine/trainer/ASYNC.md, "The rollout process").
 The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's
 weights (this worker's shards) as a numbered version, `generate(batch, version, newest, chunk)` asks for a batch
 sampled with exactly that version. The child (`python -m engine.trainer.asynchronous.rollout_process`) builds the
-copy as the worker builds it (same loader, FSDP2 wrapping over a world of one, the hf static-decode rollout), starts
-from the worker's random state and serves the calls.
+copy as the worker builds it (same loader, FSDP2 wrapping over a world of one, the hf static-decode rollout), continues
+the worker's random stream (handed back and forth with each generation when the rollout does not run ahead) and
+serves the calls.
 
 The channel: two one-way pipes (requests, replies). Every request carries an id and the reply names it, so the
 worker's two callers (the main thread publishing, the producer thread waiting on a generation) never take each
@@ -48,8 +49,9 @@ class RolloutProcessError(RuntimeError):
     """A call raised inside the rollout process (its traceback is in the message)."""
 
 
-def _rng() -> dict:
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None}
+def _rng(device: str) -> dict:
+    """torch's random state in this process: the CPU generator's, and the GPU's on `device` cuda."""
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if device == "cuda" else None}
 
 
 def _set_rng(cpu: torch.Tensor, cuda: torch.Tensor | None) -> None:
@@ -113,11 +115,15 @@ def recv(conn: Connection):
 class RolloutProcess:
     """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
 
-    def __init__(self, actor_module, setup: dict):
+    def __init__(self, actor_module, setup: dict, shared_stream: bool = False):
         """`setup`: what the child builds from (`cfg`, `device`, `num_threads`); see `_Child.setup`. Returns once
-        the child has built its copy (or raises why it could not)."""
+        the child has built its copy (or raises why it could not). `shared_stream`: the rollout generates only
+        while the worker waits for it (no run-ahead), so the two hand one random stream back and forth: the worker's
+        state goes out with each generation and the child's comes back with the batch, and every draw, the worker's
+        (a sampled validation) and the rollout's, comes from the stream in the sync trainer's order."""
         self.actor_module = actor_module
         self.device = setup["device"]
+        self.shared_stream = shared_stream
         self.seeded = False  # the first publish also hands over the worker's random state
         to_child, child_reads = os.pipe()[::-1]  # (write end, read end)
         child_writes, from_child = os.pipe()[::-1]
@@ -154,22 +160,28 @@ class RolloutProcess:
         if not self.seeded:
             # the first publish comes as the producer starts, after a resume has restored the worker's random
             # state: from here on the child's rollout draws what the worker's own rollout would have drawn
-            rng = {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if self.device == "cuda" else None}
+            rng = _rng(self.device)
         self.call("publish", version=int(version), state=state, rng=rng)
         self.seeded = True
         return {"timing_s/update_weights": time.perf_counter() - start}
 
     def generate(self, batch, version: int, newest: int | None = None, chunk: int = 0,
                  max_new_tokens: int | None = None):
-        return self.call("generate", batch=batch, version=int(version), newest=newest, chunk=int(chunk),
-                         max_new_tokens=max_new_tokens)
+        rng = _rng(self.device) if self.shared_stream else None
+        result = self.call("generate", batch=batch, version=int(version), newest=newest, chunk=int(chunk),
+                           max_new_tokens=max_new_tokens, rng=rng)
+        if rng is None:
+            return result
+        out, metrics, after = result
+        _set_rng(after["cpu"], after["cuda"])  # the stream goes on in the worker after the rollout's draws
+        return out, metrics
 
     @contextlib.contextmanager
     def rng_for_checkpoint(self):
         """While a checkpoint records the worker's random state: the child's instead (after the generations asked
         before), the worker's own put back after. The rollout draws in the child, so a resume (whose first publish
         hands the restored state to the new child) continues the rollout's stream as the sync trainer's does."""
-        if not self.seeded:  # nothing drawn in the child yet: the worker's state is the stream's
+        if self.shared_stream or not self.seeded:  # the worker's state is the stream's
             yield
             return
         theirs = self.call("rng")
@@ -339,14 +351,17 @@ class _Child:
         while True:
             request = self.work.get()
             if request["op"] == "rng":
-                self.reply(request["id"], _rng())
+                self.reply(request["id"], _rng(self.device.type))
                 continue
             try:
+                if request.get("rng") is not None:  # the shared stream: go on from the worker's state
+                    _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
                 batch = request["batch"].to(self.device)
                 limit = {"max_new_tokens": request["max_new_tokens"]} if request.get("max_new_tokens") else {}
                 out, metrics = self.policy.generate(batch, request["version"], newest=request["newest"],
                                                     chunk=request["chunk"], **limit)
-                result = (out.cpu(), metrics)
+                result = (out.cpu(), metrics) if request.get("rng") is None else (out.cpu(), metrics,
+                                                                                   _rng(self.device.type))
             except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
                 self.reply(request["id"], error=traceback.format_exc())
                 continue
