@@ -3,7 +3,7 @@ trainer worker that starts it (engine/trainer/ASYNC.md, "The rollout process").
 
 The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's
 weights (this worker's shards) as a numbered version, `generate(batch, version, newest, chunk)` asks for a batch
-sampled with exactly that version. The child (`python -m engine.trainer.asynchronous.rollout_process`) builds the
+sampled with exactly that version. The child (`python -m engine.trainer.asynchronous.rollout_child`) builds the
 copy as the worker builds it (same loader, FSDP2 wrapping over a world of one, the hf static-decode rollout), continues
 the worker's random stream (handed back and forth with each generation when the rollout does not run ahead) and
 serves the calls.
@@ -26,19 +26,19 @@ import contextlib
 import io
 import os
 import pickle
-import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 
 import torch
 
 OPS = ("setup", "publish", "generate", "rng")
+# the child's module: it imports the worker (to build the copy as the worker does), which imports this one
+CHILD = "engine.trainer.asynchronous.rollout_child"
 
 
 class RolloutProcessDied(RuntimeError):
@@ -116,7 +116,7 @@ class RolloutProcess:
     """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
 
     def __init__(self, actor_module, setup: dict, shared_stream: bool = False):
-        """`setup`: what the child builds from (`cfg`, `device`, `num_threads`); see `_Child.setup`. Returns once
+        """`setup`: what the child builds from (`cfg`, `device`, `num_threads`); see rollout_child.py's `_Child.setup`. Returns once
         the child has built its copy (or raises why it could not). `shared_stream`: the rollout generates only
         while the worker waits for it (no run-ahead), so the two hand one random stream back and forth: the worker's
         state goes out with each generation and the child's comes back with the batch, and every draw, the worker's
@@ -129,7 +129,7 @@ class RolloutProcess:
         child_writes, from_child = os.pipe()[::-1]
         # the pipes are not inherited by any other process (os.pipe's fds are non-inheritable; pass_fds makes these
         # two the child's only), so end-of-file on them means this child, or this worker, is gone
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(child_reads), str(child_writes)],
+        self.proc = subprocess.Popen([sys.executable, "-m", CHILD, str(child_reads), str(child_writes)],
                                      pass_fds=(child_reads, child_writes), stdin=subprocess.DEVNULL)
         os.close(child_reads)
         os.close(child_writes)
@@ -301,105 +301,3 @@ class RolloutProcess:
             with self.send_lock:
                 self.requests.close()
         self._fail(RolloutProcessDied(f"the rollout process (pid {self.pid}) was stopped"))
-
-
-# ---- the child ---------------------------------------------------------------------------------------------
-class _Child:
-    def __init__(self, requests: Connection, replies: Connection):
-        self.requests, self.replies = requests, replies
-        self.send_lock = threading.Lock()  # the reader (publish acks) and the main thread (generations) reply
-        self.work: queue.Queue = queue.Queue()
-        self.policy = None
-
-    def reply(self, request_id: int, result=None, error: str | None = None) -> None:
-        with self.send_lock:
-            send(self.replies, {"id": request_id, "ok": error is None, "result": result, "error": error})
-
-    def setup(self, cfg, device: str, num_threads: int) -> None:
-        """Build the copy as TrainWorker.behaviour_init builds it in-process: the same loader and FSDP2 wrapping
-        (over a world of one, with a store in this process: no port), the same rollout and thread count (and, with
-        the first publish, the worker's random state), so that with the same weights it samples the same tokens and
-        log-probs."""
-        import torch.distributed as dist
-        from torch.distributed.device_mesh import init_device_mesh
-
-        from engine.trainer.asynchronous.behaviour import BehaviourPolicy
-        from engine.workers.worker import TrainWorker, load_tokenizer
-
-        worker = TrainWorker(0, 1, cfg, 0, device, num_threads)
-        if device == "cuda":
-            torch.cuda.set_device(0)
-        worker.device = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
-        dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo", store=dist.HashStore(),
-                                rank=0, world_size=1)
-        worker.mesh = init_device_mesh(device, (1,))
-        worker.tokenizer = load_tokenizer(cfg)
-        self.worker = worker
-        self.device = worker.device
-        self.policy = BehaviourPolicy(None, *worker.behaviour_builders())
-
-    def serve(self) -> None:
-        first = recv(self.requests)
-        try:
-            assert first["op"] == "setup", first["op"]
-            self.setup(**{k: v for k, v in first.items() if k not in ("id", "op")})
-        except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
-            self.reply(first["id"], error=traceback.format_exc())
-            return
-        self.reply(first["id"], {"pid": os.getpid()})
-        threading.Thread(target=self._read, name="rlstudio-rollout-requests", daemon=True).start()
-        while True:
-            request = self.work.get()
-            if request["op"] == "rng":
-                self.reply(request["id"], _rng(self.device.type))
-                continue
-            try:
-                if request.get("rng") is not None:  # the shared stream: go on from the worker's state
-                    _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
-                batch = request["batch"].to(self.device)
-                limit = {"max_new_tokens": request["max_new_tokens"]} if request.get("max_new_tokens") else {}
-                out, metrics = self.policy.generate(batch, request["version"], newest=request["newest"],
-                                                    chunk=request["chunk"], **limit)
-                result = (out.cpu(), metrics) if request.get("rng") is None else (out.cpu(), metrics,
-                                                                                   _rng(self.device.type))
-            except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
-                self.reply(request["id"], error=traceback.format_exc())
-                continue
-            self.reply(request["id"], result)
-
-    def _read(self) -> None:
-        """Every request, in order: publishes are stored at once (a generation running may switch to them between
-        chunks), generations queue for the main thread. End-of-file: the worker is gone, so this process goes."""
-        try:
-            while True:
-                request = recv(self.requests)
-                op = request["op"]
-                if op == "publish":
-                    try:
-                        if request.get("rng") is not None:  # before any generation: the worker's stream goes on here
-                            _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
-                        self.policy.receive(request["version"], request["state"])
-                    except BaseException:  # noqa: BLE001
-                        self.reply(request["id"], error=traceback.format_exc())
-                        continue
-                    self.reply(request["id"], {})
-                elif op in ("generate", "rng"):  # in order, after the generations asked before
-                    self.work.put(request)
-                else:
-                    self.reply(request["id"], error=f"unknown request {op!r} (expected one of {OPS})")
-        except (EOFError, OSError):
-            os._exit(0)  # the worker closed the pipe (stop) or died: nothing is left to serve
-        except BaseException:  # noqa: BLE001 - a garbled request: exit, so the worker fails its calls with the cause
-            traceback.print_exc()
-            os._exit(1)
-
-
-def main(argv: list[str]) -> int:
-    requests = Connection(int(argv[1]), writable=False)
-    replies = Connection(int(argv[2]), readable=False)
-    _Child(requests, replies).serve()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
