@@ -7,9 +7,8 @@ export RLSTUDIO_REQUIRE_UI=1  # here a missing UI build or browser fails the UI 
 bash scripts/setup.sh test
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 npm test -w frontend --silent
-# Four workers on two cores: most tests spend their time waiting on a server, a Ray head or a subprocess (with three
-# the cores were busy ~65% of the run), so the extra workers fill the gaps. RLSTUDIO_TEST_WORKERS=0 runs everything
-# in this process (easier to debug).
-workers=${RLSTUDIO_TEST_WORKERS:-4}
+# Three workers on two cores: most tests spend their time waiting on a server, a Ray head or a subprocess, so a
+# third worker fills the gaps. RLSTUDIO_TEST_WORKERS=0 runs everything in this process (easier to debug).
+workers=${RLSTUDIO_TEST_WORKERS:-3}
 dist=(); [ "$workers" = 0 ] || dist=(-n "$workers" --dist worksteal)
 exec .venv/bin/python -m pytest "${dist[@]}" "${@:-tests}"  # arguments: run only those tests

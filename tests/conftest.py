@@ -4,12 +4,6 @@ from __future__ import annotations
 import pytest
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """The slow tier first (file order kept within each tier): the longest tests start while the workers are fresh
-    and pytest-xdist's work stealing spreads them, instead of one of them starting last and running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Each phase's report on the test item (item.rep_setup / rep_call / rep_teardown), so that a fixture's
