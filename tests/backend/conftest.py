@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.services.ray_head import free_port
 from backend.settings import Settings
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 # Ray drains a node for up to 30 s on SIGTERM (for Serve); the heads these tests start (in-process and in server
@@ -212,17 +213,6 @@ def wait_status(url: str, run_id: int, statuses: set[str], timeout: float = 600.
         return None
 
     return wait_for(reached, timeout, interval, f"run {run_id} -> {statuses}")
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 class SSEReader:

@@ -19,6 +19,7 @@ import torch
 from engine.protocol import Batch
 from engine.trainer.asynchronous.rollout_process import RolloutProcess, RolloutProcessDied, RolloutProcessError
 from engine.trainer.asynchronous.versions import KEY
+from tests.waiting import wait_for
 
 GUARD_S = 300  # failure guards only (a hung call is reported by name); nothing waits for a time to pass
 
@@ -54,19 +55,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _wait_until(ready, what: str) -> None:
-    """Wait for a state (checked as it changes), with a guard that names what never happened."""
-    deadline = time.monotonic() + GUARD_S
-    while not ready():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
-
-
 def test_many_requests_and_publishes_in_flight_all_complete_with_their_own_answers(tiny_model):
     rp = _start(tiny_model)
     try:
         rp.publish(0)
-        in_flight: dict[str, float] = {}  # what each thread is waiting on, for the guard's report
+        in_flight: set[str] = set()  # what each thread is waiting on, for the guard's report
         results: dict[str, object] = {}
         errors: list[str] = []
         book = threading.Lock()
@@ -76,26 +69,26 @@ def test_many_requests_and_publishes_in_flight_all_complete_with_their_own_answe
                 name = f"generate t{t}#{i}"
                 batch = _prompts(rows=1 + (t + i) % 4, first=100 * t + i)
                 with book:
-                    in_flight[name] = time.monotonic()
+                    in_flight.add(name)
                 try:
                     out, metrics = rp.generate(batch, 0)
                     results[name] = (batch, out, metrics)
                 except BaseException as exc:  # noqa: BLE001 - reported below
                     errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 with book:
-                    in_flight.pop(name)
+                    in_flight.discard(name)
 
         def publisher(t: int) -> None:
             for version in range(1 + t, 13, 2):  # two publishers, interleaved versions 1..12
                 name = f"publish v{version}"
                 with book:
-                    in_flight[name] = time.monotonic()
+                    in_flight.add(name)
                 try:
                     results[name] = rp.publish(version)
                 except BaseException as exc:  # noqa: BLE001
                     errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 with book:
-                    in_flight.pop(name)
+                    in_flight.discard(name)
 
         threads = [threading.Thread(target=generator, args=(t,)) for t in range(4)]
         threads += [threading.Thread(target=publisher, args=(t,)) for t in range(2)]
@@ -154,7 +147,7 @@ def test_a_killed_rollout_process_fails_the_waiting_call_and_every_later_one_wit
             with rp.lock:
                 return any(op == "generate" for op, _ in rp.pending.values())
 
-        _wait_until(in_flight, "the generate in flight")
+        wait_for(in_flight, GUARD_S, 0.05, "the generate in flight")
         os.kill(rp.pid, signal.SIGKILL)
         waiting.join(GUARD_S)
         assert not waiting.is_alive(), "the call waiting on a dead rollout process never returned"
@@ -186,7 +179,7 @@ def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
         assert not _gone(pid)
         worker.kill()  # no stop request, no clean-up: the child only sees its pipe close
         worker.wait()
-        _wait_until(lambda: _gone(pid), f"the orphaned rollout process {pid} exiting")
+        wait_for(lambda: _gone(pid), GUARD_S, 0.05, f"the orphaned rollout process {pid} exiting")
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -214,7 +207,7 @@ def test_an_engine_run_whose_rollout_process_is_killed_fails_with_the_cause_and_
             assert run.poll() is None, f"the run ended first:\n{log_path.read_text()[-3000:]}"
             return marker in log_path.read_text() and any(r["step"] >= 1 for r in read_records(out / "metrics.jsonl"))
 
-        _wait_until(past_step_1, "the run past step 1 with its rollout process started")
+        wait_for(past_step_1, GUARD_S, 0.05, "the run past step 1 with its rollout process started")
         pid = int(log_path.read_text().split(marker)[1].split(")")[0])
         family = psutil.Process(run.pid).children(recursive=True)
         assert pid in [p.pid for p in family]  # the rollout process is the run's own child

@@ -9,12 +9,12 @@ Slow (three real training jobs on CPU): marked `slow`."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.ui.conftest import shot
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -25,18 +25,9 @@ OVERRIDES = [f"trainer.total_training_steps={STEPS}", f"trainer.save_freq={CHECK
 TERMINAL = ("succeeded", "failed", "lost", "cancelled")
 
 
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def finished(srv, run_id: int) -> dict:
-    run = wait_until(lambda: (r := srv.api.get(f"/api/v1/runs/{run_id}"))["status"] in TERMINAL and r, 900,
-                     f"run {run_id} to finish")
+    run = wait_for(lambda: (r := srv.api.get(f"/api/v1/runs/{run_id}"))["status"] in TERMINAL and r, 900, 0.5,
+                   f"run {run_id} to finish")
     assert run["status"] == "succeeded", (run["error"], run["log_tail"])
     return run
 
@@ -62,7 +53,7 @@ def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, dispatch_ser
     gate.touch()  # the next run stops after its step-2 checkpoint
     try:  # the server is shared: no later run may meet the gate
         cut = srv.api.call("POST", "/api/v1/runs", {**launch, "name": "cut"})
-        wait_until(lambda: (srv.hold / f"held-{CHECKPOINT}").exists(), 900, "the run to hold at its checkpoint")
+        wait_for(lambda: (srv.hold / f"held-{CHECKPOINT}").exists(), 900, 0.5, "the run to hold at its checkpoint")
         page.goto(f"{srv.url}/runs/{cut['id']}")
         expect(page.locator("h1 [data-status]")).to_have_text("running")
         page.get_by_role("button", name="Cancel").click()
@@ -98,7 +89,7 @@ def test_cancel_at_a_checkpoint_then_resume_from_the_run_page(page, dispatch_ser
         child = [t for t in traces if not t["name"].startswith(parent_name)]
         return (parent, child) if parent and child and all(len(t["x"]) == 2 for t in traces) else None
 
-    parent, child = wait_until(score_traces, 300, "the score chart to show the parent's and the child's steps")
+    parent, child = wait_for(score_traces, 300, 0.5, "the score chart to show the parent's and the child's steps")
     assert len(parent) == len(child), (parent, child)  # the same keys for both
     assert all(t["x"] == [1, 2] for t in parent), parent
     assert all(t["x"] == [3, 4] for t in child), child
