@@ -97,7 +97,7 @@ class BehaviourPolicy:
     def _generate_partial(self, batch: Batch, chunk: int, newest, on_chunk, metrics: dict) -> tuple[Batch, int]:
         rollout = self.rollout
         length = int(rollout.cfg.response_length)
-        stop = [] if rollout.cfg.ignore_eos else eos_ids(rollout.module, rollout.tokenizer)
+        stop = self._stop()
         rows = batch["input_ids"].shape[0]
         responses = torch.full((rows, length), rollout.pad_id, dtype=torch.long)
         log_probs = torch.zeros(rows, length, dtype=torch.float32)
@@ -109,9 +109,7 @@ class BehaviourPolicy:
             responses[running, done:done + n] = out["responses"].cpu()
             log_probs[running, done:done + n] = out["rollout_log_probs"].cpu()
             stamps[running, done:done + n] = self.version
-            ended = out["response_mask"].sum(-1).cpu() < n  # pad after the end token
-            if stop:
-                ended |= torch.isin(out["responses"][:, -1].cpu(), torch.tensor(stop))  # ended on the last one
+            ended = _ended(out, n, stop).cpu()
             running, done = running[~ended], done + n
             if running.numel() and done < length:
                 if on_chunk is not None:
@@ -145,7 +143,8 @@ class BehaviourPolicy:
 
 
 def _ended(out: Batch, limit: int, stop: list[int]) -> torch.Tensor:
-    """Which answers of a chunk of at most `limit` tokens ended in it: fewer tokens, or an end token as its last."""
+    """Which answers of a chunk of at most `limit` tokens ended in it: fewer tokens (pad after the end token), or an
+    end token as its last."""
     counts = out["response_mask"].sum(-1)
     ended = counts < limit
     if stop:

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.data.dataset import collate
 from engine.protocol import Batch
+from engine.rollout.hf_rollout import assemble
 from engine.trainer.asynchronous import staleness, versions
 
 PROMPT_KEYS = ("input_ids", "attention_mask", "position_ids")
@@ -243,8 +245,6 @@ class CarryFeeder:
             log.add_worker_metrics(metrics)
             return out
 
-        from engine.rollout.hf_rollout import assemble
-
         chunks = run_round(self.pool, step, version, self.chunk, generate, self.pad_id, self.rounds)
         self.rounds += 1
         taken = self.pool.take(step)
@@ -272,8 +272,6 @@ class CarryFeeder:
         return self.queue.popleft()
 
     def _prompt_at(self, epoch: int, row: int) -> Batch:
-        from engine.data.dataset import collate
-
         prompt = collate([self.loader.dataset[row]], self.loader.dataset.pad_token_id, self.loader.pad_to)
         prompt.info.update(epoch=epoch)
         return prompt
