@@ -52,7 +52,7 @@ def test_carry_over_trains_the_first_groups_to_finish_within_the_threshold(tiny_
     assert any(run.metrics[s]["rollout/carried_tokens"] > 0 for s in range(1, STEPS)), run.metrics
     if strategy == "drop":
         assert evicted > 0, "no group was carried twice: the test checks nothing about drop"
-        ages = [run.metrics[s][f"{P}/evicted_samples_staleness/max"] for s in run.metrics if f"{P}/evicted_samples" in run.metrics[s]]
+        ages = [m[f"{P}/evicted_samples_staleness/max"] for m in run.metrics.values() if f"{P}/evicted_samples" in m]
         assert min(ages) == THRESHOLD + 1  # evicted as soon as it would pass the threshold
     else:
         assert evicted == 0
@@ -70,7 +70,8 @@ def test_carry_over_trains_the_first_groups_to_finish_within_the_threshold(tiny_
 def test_a_resume_reissues_the_groups_in_flight_at_the_checkpoint(tiny_model, arith_data, tmp_path):
     """Cut at a step-1 checkpoint and resumed: the checkpoint lists the prompts pulled and not yet trained (the
     groups carried past step 1; verl reissues its pending and running groups alike), none of them trained before
-    it; with `wait` a group is trained within one carry, so each of them is trained at step 2 or 3 of the resumed run."""
+    it; with `wait` a group is trained within one carry, so each of them is trained at step 2 or 3 of the resumed
+    run."""
     out = tmp_path / "run"
     common = {"trainer.save_freq": 1, "trainer.v1.sampler.max_off_policy_strategy": "wait"}
     _run(tiny_model, arith_data, out, **common, **{"trainer.total_training_steps": 1})

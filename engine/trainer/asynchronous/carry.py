@@ -180,7 +180,8 @@ def assemble_groups(groups: list[Group], pad_id: int) -> tuple[Batch, torch.Tens
     lengths = torch.cat([g.lengths for g in groups])
     length = groups[0].tokens.shape[1]
     mask = (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()
-    responses = torch.where(mask.bool(), torch.cat([g.tokens for g in groups]), torch.full((len(lengths), length), pad_id))
+    tokens = torch.cat([g.tokens for g in groups])
+    responses = torch.where(mask.bool(), tokens, torch.full_like(tokens, pad_id))
     return prompts, responses, mask
 
 
@@ -255,8 +256,9 @@ class CarryFeeder:
         batch.info["global_step"] = step
         log.metrics.update(staleness.eviction_metrics(step, [g.first_version for g in evicted
                                                              if g.first_version is not None]))
-        log.metrics.update({"rollout/carry_chunks": float(chunks), "rollout/carried_groups": float(len(self.pool.groups)),
-                            "rollout/carried_tokens": float(sum(int(g.lengths.sum()) for g in self.pool.groups))})
+        left = self.pool.groups
+        log.metrics.update({"rollout/carry_chunks": float(chunks), "rollout/carried_groups": float(len(left)),
+                            "rollout/carried_tokens": float(sum(int(g.lengths.sum()) for g in left))})
         return batch
 
     def _next_prompt(self) -> tuple[Batch, tuple[int, int]]:

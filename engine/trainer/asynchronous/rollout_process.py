@@ -116,9 +116,10 @@ class RolloutProcess:
     """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
 
     def __init__(self, actor_module, setup: dict, shared_stream: bool = False):
-        """`setup`: what the child builds from (`cfg`, `device`, `num_threads`); see rollout_child.py's `_Child.setup`. Returns once
-        the child has built its copy (or raises why it could not). `shared_stream`: the rollout generates only
-        while the worker waits for it (no run-ahead), so the two hand one random stream back and forth: the worker's
+        """`setup`: what the child builds from (`cfg`, `device`, `num_threads`; see `_Child.setup` in
+        rollout_child.py). Returns once the child has built its copy (or raises why it could not).
+        `shared_stream`: the rollout generates only while the worker waits for it (no run-ahead), so the two hand
+        one random stream back and forth: the worker's
         state goes out with each generation and the child's comes back with the batch, and every draw, the worker's
         (a sampled validation) and the rollout's, comes from the stream in the sync trainer's order."""
         self.actor_module = actor_module
