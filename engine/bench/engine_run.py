@@ -75,6 +75,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
 
     from engine.config import build_config
     from engine.reward.manager import RewardManager
+    from engine.trainer.asynchronous.driver import AsyncPPOTrainer
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.launch import start_workers
     from engine.workers.profiling import profile_root
@@ -85,7 +86,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir  # trainer.profile_steps=[N]
     tokenizer = AutoTokenizer.from_pretrained(model)
     reward_fn = RewardManager(tokenizer, bench_score)
-    workers = None
+    workers = trainer = None
     records: list[dict] = []
     try:
         t0 = time.perf_counter()
@@ -93,8 +94,11 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
         info = workers.info
         log({"event": "engine_ready", "seconds": round(time.perf_counter() - t0, 1), "launcher": workers.launcher,
              **info})
-        trainer = PPOTrainer(cfg, tokenizer, None, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
-                             device_name=info.get("device_name"), n_params=info.get("n_params"))
+        mode = cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "sync"
+        # the async modes (trainer.v1.trainer_mode): their driver pulls the prompts from a loader, ahead of the step
+        cls, loader = (PPOTrainer, None) if mode == "sync" else (AsyncPPOTrainer, _Prompts(w, tokenizer))
+        trainer = cls(cfg, tokenizer, loader, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
+                      device_name=info.get("device_name"), n_params=info.get("n_params"))
         lengths: list[list[int]] = []  # each step's response lengths (real tokens, end token included)
         generate_and_score = trainer.generate_and_score
 
@@ -104,17 +108,25 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
             return batch, reward
 
         trainer.generate_and_score = recording
+        wall = time.perf_counter()
         for step in range(total):
+            prompts = make_prompts(w, tokenizer, seed=step) if loader is None else next(trainer.train_loader)
             trainer.global_step = step + 1
-            prompts = make_prompts(w, tokenizer, seed=step)
             metrics, _ = trainer.train_step(prompts)
+            # the step's wall time between two step ends: with the rollout ahead, timing_s/step is the wait for
+            # the batch + the training, and the generation that overlapped it is not in it
+            now = time.perf_counter()
+            metrics["timing_s/step_wall"], wall = now - wall, now
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
             metrics["warmup"] = step < warmup
             records.append(metrics)
             log({"event": "step", "step": step + 1, "warmup": step < warmup,
-                 **{k: round(v, 4) for k, v in metrics.items() if k.startswith(("timing_s/", "perf/mfu"))}})
+                 **{k: round(v, 4) for k, v in metrics.items()
+                    if k.startswith(("timing_s/", "perf/mfu", "response_length/mean", STALE))}})
         memory = workers.group.all_call("memory_stats")[0]
     finally:
+        if trainer is not None and getattr(trainer, "producer", None) is not None:
+            trainer.producer.stop()
         if workers is not None:
             workers.stop()
     result = summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))
@@ -131,7 +143,7 @@ def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_param
     # phase is its step's real tokens over its time
     seqs = w.sequences
     phases = {}
-    for name in ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "step"):
+    for name in ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "step", "step_wall"):
         key = f"timing_s/{name}"
         runs = [r for r in measured if key in r]
         if not runs:
@@ -144,6 +156,8 @@ def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_param
         tokens = tokens_resp if name == "gen" else tokens_all
         phase = {"phase": name, "timing_s": round(t, 4), "tokens_per_s": round(tokens / t, 1),
                  "runs": [round(v, 4) for v in values]}
+        if name.startswith("step"):  # the run's throughput: real answer tokens per second of step
+            phase["answer_tokens_per_s"] = round(tokens_resp / t, 1)
         if name == "update_actor" and n_params:
             value = mfu(n_params, tokens_all, t, device_name, 1)
             phase["mfu"] = round(value, 4) if value is not None else None
@@ -154,7 +168,29 @@ def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_param
             "rollout_probs_diff_mean": statistics.mean(mismatch) if mismatch else None,
             "rollout_log_probs_absdiff_mean": statistics.mean(lp_diff) if lp_diff else None,
             "response_length_mean": statistics.mean(r.get("response_length/mean", 0) for r in measured),
-            "actor_kl_loss": statistics.mean(r.get("actor/kl_loss", 0) for r in measured)}
+            "actor_kl_loss": statistics.mean(r.get("actor/kl_loss", 0) for r in measured),
+            "staleness_mean": statistics.mean(r[STALE] for r in measured) if all(STALE in r for r in measured)
+            else None}
+
+
+STALE = "training/off_policy/trajectory_staleness/mean"
+
+
+class _Prompts:
+    """The async driver's loader: step k's prompts are the sync bench's (seed k), so both modes see the same."""
+
+    def __init__(self, w: Workload, tokenizer):
+        self.w, self.tokenizer, self.drawn = w, tokenizer, 0
+
+    def __next__(self):
+        self.drawn += 1
+        return make_prompts(self.w, self.tokenizer, seed=self.drawn - 1)
+
+    def state_dict(self) -> dict:
+        return {"drawn": self.drawn}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.drawn = int(state["drawn"])
 
 
 class _NullLogger:

@@ -82,6 +82,20 @@ def kv_cache_bytes(s: Shape, rows: int, seq_len: int) -> int:
     return rows * seq_len * s.layers * 2 * s.kv_dim * 2
 
 
+def behaviour_bytes(cfg, shape: Shape, params: int, rows: int, seq_len: int) -> float:
+    """The async modes' behaviour policy (engine/trainer/ASYNC.md), built after this plan on the same device: a copy
+    of the actor (fp32 masters + the bf16 gathered weights it generates with), which decodes while the update runs;
+    separate_async's copy is in a process of its own, with its own KV cache and CUDA context beside the worker's.
+    `params` over-counts by the critic's, on the safe side."""
+    v1 = cfg.trainer.v1
+    if not cfg.trainer.use_v1 or v1.trainer_mode == "sync":
+        return 0.0
+    copy = 6.0 * params
+    if v1.trainer_mode == "separate_async":
+        copy += kv_cache_bytes(shape, rows, seq_len) + 1 * GB
+    return copy
+
+
 def budget(available: float, bytes_per_token: float) -> int:
     """Tokens per micro-batch, rounded down to 1024 and capped."""
     return int(min(CAP, max(0.0, available) / bytes_per_token) // 1024 * 1024)
@@ -116,7 +130,8 @@ def plan(cfg, shape: Shape, total_bytes: float, used_bytes: float, trainable_par
     # the HF rollout's KV cache is allocated by the trainer's own allocator and may stay cached into training;
     # vLLM's lives in its own pool, counted in used_bytes while the engine is awake and returned while it sleeps
     kv = 0 if arr.rollout.name == "vllm" else kv_cache_bytes(shape, rows, seq)
-    available = USABLE * total_bytes - used_bytes - 12 * trainable_params - kv
+    available = (USABLE * total_bytes - used_bytes - 12 * trainable_params - kv
+                 - behaviour_bytes(cfg, shape, trainable_params, rows, seq))
     # the share of a padded micro-batch's tokens that are response tokens: at most response / (response + the
     # shortest prompt); assume short prompts (a quarter of the limit) so the LM head is not underestimated
     share = response / (response + max(1, prompt // 4))

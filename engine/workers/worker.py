@@ -323,6 +323,7 @@ class TrainWorker:
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy
 
         self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders())
+        self.rollout_stream = torch.cuda.Stream() if self.device_type == "cuda" else None
 
     def behaviour_builders(self):
         """(build the copy's module, build its rollout): the actor's model loaded and sharded as the actor's is,
@@ -339,9 +340,17 @@ class TrainWorker:
                            max_new_tokens: int | None = None):
         # newest/chunk: partial rollout (trainer.v1.partial_rollout); max_new_tokens: one chunk of carry-over's round
         # (trainer.v1.carry_over_groups); engine/trainer/ASYNC.md
-        out, metrics = self.behaviour.generate(self._local(batch), version, newest=newest, chunk=chunk,
-                                               max_new_tokens=max_new_tokens)
-        return out.cpu(), metrics
+        with self._behaviour_stream():
+            out, metrics = self.behaviour.generate(self._local(batch), version, newest=newest, chunk=chunk,
+                                                   max_new_tokens=max_new_tokens)
+            return out.cpu(), metrics  # (synchronous: the batch is complete before it leaves the stream)
+
+    def _behaviour_stream(self):
+        """colocate_async on a GPU: the rollout thread's kernels go to a stream of their own. On the thread's
+        default stream they would queue behind the update's (the legacy default stream is one queue for every
+        thread), and generation and training could not overlap on the device at all."""
+        stream = getattr(self, "rollout_stream", None)
+        return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
 
     # ---- data methods (called through WorkerGroup.dp_call) ------------------------------------------
     def _local(self, batch: Batch) -> Batch:
