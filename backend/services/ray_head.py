@@ -153,6 +153,10 @@ class HeadRecord:
         return process_start_time(self.pid) == self.start_time
 
 
+class HeadClosed(RuntimeError):
+    """A start that the server's shutdown (LocalRayHead.close) overtook."""
+
+
 class LocalRayHead:
     def __init__(self, data_dir: Path, num_cpus: int | None = None):
         self.data_dir = data_dir.resolve()
@@ -169,6 +173,10 @@ class LocalRayHead:
         self.token: str | None = None
         self.attached = False  # True: found running (started by an earlier server on this data dir)
         self.previous: HeadRecord | None = None  # the recorded head that was found dead, if any
+        # close(): the server is shutting down. A start running in another thread then stops the head it launched
+        # (or never launches one) instead of leaving it behind with no server to own it
+        self.closed = False
+        self._launch_lock = threading.Lock()
 
     def env(self) -> dict[str, str]:
         # no 30 s drain on SIGTERM: the server stops its head only when it shuts down (or the head is dead)
@@ -222,6 +230,8 @@ class LocalRayHead:
             return self.address
         try:
             return self._start_new(timeout)
+        except HeadClosed:
+            raise
         except RuntimeError as exc:
             log.warning("the local Ray head failed to start (%s); retrying once with new ports", exc)
             self._note(f"rlstudio: the head failed to start ({exc}); retrying once with new ports\n")
@@ -259,7 +269,9 @@ class LocalRayHead:
         env = dict(os.environ, **self.env())
         env.pop("RAY_ADDRESS", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log_file:
+        with self._launch_lock, open(self.log_path, "ab") as log_file:
+            if self.closed:
+                raise HeadClosed("the server is shutting down: the local Ray head is not started")
             self.process = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         record = HeadRecord(address=f"http://127.0.0.1:{ports['--dashboard-port']}",
@@ -269,6 +281,9 @@ class LocalRayHead:
         self.address, self.record = record.address, record
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.closed:  # close() stopped it (or is stopping it) from the server's thread
+                self.stop()
+                raise HeadClosed("the server shut down while its local Ray head was starting; the head was stopped")
             if self.process.poll() is not None:
                 code, self.process, self.record = self.process.returncode, None, None
                 raise RuntimeError(f"`ray start --head` exited with {code}: {self._log_error()} (see {self.log_path})")
@@ -313,6 +328,12 @@ class LocalRayHead:
             time.sleep(0.5)
 
     # --------------------------------------------------------------------------------------- stop
+    def close(self, timeout: float = 15.0) -> None:
+        """The server's shutdown: stop the head, also one that a start in another thread is launching now."""
+        with self._launch_lock:
+            self.closed = True
+        self.stop(timeout)
+
     def stop(self, timeout: float = 15.0) -> None:
         process, record = self.process, self.record
         self.process, self.record = None, None

@@ -105,3 +105,43 @@ def test_next_server_reattaches_to_a_live_head_and_replaces_a_dead_one(tmp_path)
         assert fourth.read_record() is None
     finally:
         third.stop()
+
+
+class NeverReady(LocalRayHead):
+    """A head whose job API never answers: its start is still waiting for it when the test closes the head."""
+
+    def _jobs_api_up(self, address: str) -> bool:
+        return False
+
+
+@pytest.mark.ray
+def test_a_server_shut_down_mid_start_leaves_no_head(tmp_path):
+    """The server's shutdown (close) overtakes a start running in the dispatcher's thread: the head launched is
+    stopped, with its process group, and the start ends with HeadClosed; after close a start launches nothing."""
+    import threading
+
+    from tests.waiting import wait_for
+
+    head = NeverReady(tmp_path / "data", num_cpus=1)  # still starting whenever close() comes: no race
+    ended: list[BaseException | str] = []
+
+    def start():
+        try:
+            ended.append(head.start())
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            ended.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    wait_for(lambda: head.process is not None, 60, 0.01, "`ray start --head` to be launched")
+    pid = head.process.pid
+    head.close()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert len(ended) == 1 and isinstance(ended[0], ray_head.HeadClosed), ended
+    wait_for(lambda: process_group_members(pid) == [], 30, 0.1, "the head's process group to be gone")
+    assert head.read_record() is None
+
+    with pytest.raises(ray_head.HeadClosed, match="shutting down"):
+        head.start()
+    assert head.process is None

@@ -100,5 +100,5 @@ class RayConnection:
         """Stop the owned head (and every job on it); False when there is none."""
         if self.head is None:
             return False
-        await asyncio.to_thread(self.head.stop)
+        await asyncio.to_thread(self.head.close)  # also one still starting in connect()'s thread
         return True
