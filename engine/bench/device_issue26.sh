@@ -85,6 +85,15 @@ for what in "$@"; do
         --label colocate_async_bypass $A algorithm.rollout_correction.bypass_mode=True
       part w2-colocate-partial 300 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
         --label colocate_async_partial256 $A trainer.v1.partial_rollout=True trainer.v1.partial_rollout_chunk=256 ;;
+    async-w2c)  # the second call: colocate_async with the rollout's log-probs as the old ones first (it pays the
+      # cold compile caches), then sync, then the same with partial rollout (256-token chunks)
+      A="trainer.use_v1=True trainer.v1.trainer_mode=colocate_async trainer.v1.sampler.max_off_policy_threshold=2"
+      part w2-colocate-bypass 250 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
+        --label colocate_async_bypass $A algorithm.rollout_correction.bypass_mode=True
+      part w2-sync 150 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 --label sync
+      part w2-colocate-partial 150 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
+        --label colocate_async_bypass_partial256 $A algorithm.rollout_correction.bypass_mode=True \
+        trainer.v1.partial_rollout=True trainer.v1.partial_rollout_chunk=256 ;;
     *) echo "unknown part $what"; exit 2 ;;
   esac
 done

@@ -403,9 +403,16 @@ class StaticDecoder:
             try:  # a compiled step (compiled now, or again for new shapes); the step writes the same cache slot
                 logits = forward(*args)  # if it is run again eagerly below
             except Exception as exc:  # noqa: BLE001
-                warnings.warn(f"static decode: torch.compile of the decode step failed ({type(exc).__name__}: "
-                              f"{exc}); decoding eagerly")
-                self.compile_step, forward = False, self._decode_forward
+                if _other_thread_tracing(exc):
+                    # colocate_async: the trainer's thread was compiling (FX tracing is flagged process-wide) as
+                    # this thread compiled for new shapes; this call decodes eagerly, the next compiles again
+                    warnings.warn("static decode: the decode step's compile met another thread's; this generation "
+                                  "decodes eagerly")
+                else:
+                    warnings.warn(f"static decode: torch.compile of the decode step failed ({type(exc).__name__}: "
+                                  f"{exc}); decoding eagerly")
+                    self.compile_step = False
+                forward = self._decode_forward
                 logits = forward(*args)
             sample_and_store(logits)
 
@@ -493,3 +500,9 @@ class StaticDecoder:
                            "compiled": "step" if forward != self._decode_forward else
                            ("blocks" if self._blocks else "none")}
         return responses, log_probs
+
+
+def _other_thread_tracing(exc: BaseException) -> bool:
+    """torch.compile refused because FX tracing was on: a flag of the whole process, set while another thread
+    (the trainer's, compiling its layers) traces, and gone once it is done."""
+    return isinstance(exc, RuntimeError) and "FX to symbolically trace" in str(exc)

@@ -322,7 +322,8 @@ class TrainWorker:
             return
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy
 
-        self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders())
+        self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders(),
+                                         snapshot_dtype=self._mixed_precision()[1])
         self.rollout_stream = torch.cuda.Stream() if self.device_type == "cuda" else None
 
     def behaviour_builders(self):

@@ -27,10 +27,13 @@ from engine.trainer.asynchronous import versions
 
 
 class BehaviourPolicy:
-    def __init__(self, actor_module, build_module, build_rollout):
+    def __init__(self, actor_module, build_module, build_rollout, snapshot_dtype: torch.dtype | None = None):
         """`build_module()`: the model class loaded as the actor's is (plain, unsharded, eval, no grad);
         `build_rollout(module)`: the rollout that samples with it (the hf rollout's static decoder)."""
         self.actor_module = actor_module
+        # the dtype the copy computes in (bf16 on a GPU): a snapshot cast to it on the device before the copy to the
+        # host moves half the bytes, and loses nothing the copy uses (its fp32 shards are cast to it at each gather)
+        self.snapshot_dtype = snapshot_dtype
         # Left as loaded (requires_grad as the actor's): generation runs under no_grad either way, but on the CPU
         # a forward over weights without requires_grad takes another kernel path and differs in the last bits
         self.module = build_module()
@@ -44,7 +47,7 @@ class BehaviourPolicy:
         """Snapshot the actor's current weights as `version`: this worker's shards (the copy is sharded as the
         actor is, so shard i of the actor is shard i of the copy; no collective)."""
         start = time.perf_counter()
-        self.receive(version, {k: _local(v).detach().to("cpu", copy=True)
+        self.receive(version, {k: _local(v).detach().to(self.snapshot_dtype or v.dtype).to("cpu", copy=True)
                                for k, v in self.actor_module.named_parameters()})
         return {"timing_s/update_weights": time.perf_counter() - start}
 
