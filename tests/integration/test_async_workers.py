@@ -1,8 +1,8 @@
 """The async trainer modes on two CPU workers through a real Ray (engine/trainer/ASYNC.md, "Several workers"): the
 behaviour copy is unsharded, so the rollout thread's generation runs no collective beside the update's. With the
 strict threshold (max_off_policy_threshold=1) an async run is the two-worker sync run to the bit, step for step;
-one batch ahead the staleness is that of one worker; and a Ray worker actor of an async run takes the rollout
-thread's call while another runs."""
+one batch ahead the staleness is that of one worker; partial rollout and carry-over keep their invariants; and a Ray
+worker actor of an async run takes the rollout thread's call while another runs."""
 from __future__ import annotations
 
 import json
@@ -109,3 +109,43 @@ def test_a_ray_worker_of_an_async_run_takes_a_second_call_while_one_runs(tmp_pat
         group.shutdown()
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slow  # one engine run through Ray
+def test_partial_rollout_on_two_workers_keeps_every_token_within_its_steps_versions(tiny_model, arith_data, tmp_path):
+    """One batch ahead with partial rollout: through Ray the publish can now land while a worker generates (two
+    calls at once), and each worker switches on its own; whatever the timing, a batch's tokens lie between its
+    start version and the trained step's weights, and an answer spans two versions exactly when some worker
+    switched (rollout/partial_switches is the workers' max). Whether a switch happens depends on the timing (on
+    this CPU the tiny model's batch is often done before the update is); the forced case is
+    tests/unit/test_async_partial_rollout.py."""
+    run = _run(tiny_model, arith_data, tmp_path / "partial", **{
+        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.partial_rollout": "True", "trainer.v1.partial_rollout_chunk": 2})
+    for s in (1, 2, 3):
+        m = run[s]
+        assert m["training/off_policy/trajectory_staleness_worst/max"] <= (0 if s == 1 else 1)
+        assert m["training/off_policy/trajectory_staleness/min"] >= 0
+        switched = m["rollout/partial_switches"] > 0
+        assert m["training/off_policy/trajectory_spans/max"] == (2 if switched else 1), (s, m["rollout/partial_switches"])
+    assert run[1]["training/off_policy/trajectory_spans/max"] == 1  # nothing to switch to during step 1's
+
+
+@pytest.mark.slow  # one 6-step engine run through Ray
+def test_carry_over_on_two_workers_fills_every_batch_within_the_threshold(tiny_model, arith_data, tmp_path):
+    """Carry-over's chunks go through dp_call with however many answers are still running, split over the two
+    workers: every batch is full, answers carry across an update, and no group is trained past the threshold."""
+    steps, threshold = 6, 2
+    out = tmp_path / "carry"
+    run = _run(tiny_model, arith_data, out, **{
+        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.colocate_async.num_warmup_batches": 0,
+        "trainer.v1.sampler.max_off_policy_threshold": threshold, "trainer.v1.carry_over_groups": 4,
+        "trainer.v1.partial_rollout_chunk": 1, "trainer.total_training_steps": steps, "trainer.test_freq": -1,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 4, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 8})
+    assert sorted(s for s in run if s > 0) == list(range(1, steps + 1))
+    assert max(run[s]["training/off_policy/trajectory_staleness_worst/max"] for s in run if s > 0) <= threshold - 1
+    assert max(run[s]["training/off_policy/trajectory_spans/max"] for s in run if s > 0) == 2  # some answer carried
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines() if line.strip()]
+    for step in range(1, steps + 1):
+        rows = [s for s in samples if s["split"] == "train" and s["step"] == step]
+        assert len(rows) == 4 * 2 and len({s["group_uid"] for s in rows}) == 4, (step, len(rows))
