@@ -164,10 +164,10 @@ def _check_async_scope(cfg, world: int) -> None:
         # DAPO's filter scores in the rollout thread: the reward model's sharded forward there would run its
         # all-gathers beside the update's on the same process group (one worker has no peer to mismatch)
         (world > 1 and cfg.reward_model.enable and cfg.algorithm.filter_groups.enable,
-         f"scores with the reward model in the rollout thread under DAPO's filter (algorithm.filter_groups), whose "
-         f"sharded forward would interleave collectives with the update's on {world} workers",
-         "Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), algorithm.filter_groups.enable=False, or "
-         "trainer.v1.trainer_mode=sync."),
+         (f"scores with the reward model in the rollout thread under DAPO's filter (algorithm.filter_groups), whose "
+          f"sharded forward would interleave collectives with the update's on {world} workers"),
+         ("Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), algorithm.filter_groups.enable=False, or "
+          "trainer.v1.trainer_mode=sync.")),
         (rollout.name == "vllm", "generates with the hf rollout's static decoder so far (vLLM's async engine is not "
                                  "wired in)", "Set actor_rollout_ref.rollout.name=hf, or trainer.v1.trainer_mode=sync."),
         (_hf_generate(cfg), "needs each token's behaviour log-prob, which transformers' generate does not return",
