@@ -151,7 +151,8 @@ def _hf_generate(cfg) -> bool:
 
 
 def _check_async_scope(cfg, world: int) -> None:
-    """What the first async driver covers: one worker, the hf rollout with its log-probs, single-turn, full weights."""
+    """What the async driver covers: the hf rollout with its log-probs, single-turn, full weights, on any number of
+    workers (the behaviour copy is unsharded, so generation in the rollout thread runs no collective)."""
     mode = cfg.trainer.v1.trainer_mode
     key = "trainer.v1.trainer_mode"
     rollout = cfg.actor_rollout_ref.rollout
@@ -160,8 +161,13 @@ def _check_async_scope(cfg, world: int) -> None:
         # the behaviour log-probs come from the static decoder (transformers' generate returns none)
         rollout.engine_kwargs.hf = {**(hf or {}), "decode": "static"}
     refusals = [
-        (world > 1, f"runs one worker so far; trainer.nnodes × trainer.n_gpus_per_node = {world}",
-         "Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), or trainer.v1.trainer_mode=sync."),
+        # DAPO's filter scores in the rollout thread: the reward model's sharded forward there would run its
+        # all-gathers beside the update's on the same process group (one worker has no peer to mismatch)
+        (world > 1 and cfg.reward_model.enable and cfg.algorithm.filter_groups.enable,
+         (f"scores with the reward model in the rollout thread under DAPO's filter (algorithm.filter_groups), whose "
+          f"sharded forward would interleave collectives with the update's on {world} workers"),
+         ("Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), algorithm.filter_groups.enable=False, or "
+          "trainer.v1.trainer_mode=sync.")),
         (rollout.name == "vllm", "generates with the hf rollout's static decoder so far (vLLM's async engine is not "
                                  "wired in)", "Set actor_rollout_ref.rollout.name=hf, or trainer.v1.trainer_mode=sync."),
         (_hf_generate(cfg), "needs each token's behaviour log-prob, which transformers' generate does not return",

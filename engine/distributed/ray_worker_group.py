@@ -81,8 +81,11 @@ def plan_resources(device: str, nnodes: int, n_per_node: int) -> Placement:
 
 
 class RayWorkerGroup(WorkerGroup):
-    def __init__(self, worker_cls, placement: Placement, init_args: tuple = (), env_vars: dict | None = None):
-        """`env_vars`: each worker's environment variables (default WORKER_ENV), over the job's runtime_env."""
+    def __init__(self, worker_cls, placement: Placement, init_args: tuple = (), env_vars: dict | None = None,
+                 max_concurrency: int = 1):
+        """`env_vars`: each worker's environment variables (default WORKER_ENV), over the job's runtime_env.
+        `max_concurrency`: calls a worker actor runs at once, each in a thread of its own (Ray's threaded actor;
+        1: one at a time, in order)."""
         from ray.util.placement_group import placement_group, placement_group_table
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -102,6 +105,7 @@ class RayWorkerGroup(WorkerGroup):
             actor = remote_cls.options(
                 num_cpus=placement.num_cpus, num_gpus=placement.num_gpus, scheduling_strategy=strategy,
                 runtime_env={"env_vars": WORKER_ENV if env_vars is None else env_vars}, name=None,
+                max_concurrency=max_concurrency,
             ).remote(rank, placement.world, *init_args)
             self.workers.append(actor)
             self.node_ids.append(bundle_nodes[bundle])

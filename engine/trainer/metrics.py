@@ -85,6 +85,10 @@ WORST_CHECKS = ("rollout/weights_stale", "rollout/weight_fingerprint_gap", "roll
                 "rollout/stale_params")
 
 
+# counts of what some worker did, as its max: partial rollout's mid-batch loads (each worker switches on its own)
+WORKERS_MAX = ("rollout/partial_switches",)
+
+
 def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
     out = {}
     for k, v in metrics.items():
@@ -93,7 +97,7 @@ def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
         vals = [x for x in v if x is not None]
         if not vals:
             continue
-        worst = k.endswith("grad_norm_nonfinite") or k in WORST_CHECKS
+        worst = k.endswith("grad_norm_nonfinite") or k in WORST_CHECKS or k in WORKERS_MAX
         out[k] = float(np.max(vals)) if worst else float(np.mean(vals))
     if "_entropy_sum" in metrics:
         count = sum(metrics["_entropy_count"])

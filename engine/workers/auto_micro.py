@@ -84,13 +84,13 @@ def kv_cache_bytes(s: Shape, rows: int, seq_len: int) -> int:
 
 def behaviour_bytes(cfg, shape: Shape, params: int, rows: int, seq_len: int) -> float:
     """The async modes' behaviour policy (engine/trainer/ASYNC.md), built after this plan on the same device: a copy
-    of the actor (fp32 masters + the bf16 gathered weights it generates with), which decodes while the update runs;
-    separate_async's copy is in a process of its own, with its own KV cache and CUDA context beside the worker's.
-    `params` over-counts by the critic's, on the safe side."""
+    of the actor (its full weights in bf16 on every worker, unsharded; the published versions wait on the host),
+    which decodes while the update runs; separate_async's copy is in a process of its own, with its own KV cache and
+    CUDA context beside the worker's. `params` over-counts by the critic's, on the safe side."""
     v1 = cfg.trainer.v1
     if not cfg.trainer.use_v1 or v1.trainer_mode == "sync":
         return 0.0
-    copy = 6.0 * params
+    copy = 2.0 * params
     if v1.trainer_mode == "separate_async":
         copy += kv_cache_bytes(shape, rows, seq_len) + 1 * GB
     return copy

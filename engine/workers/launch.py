@@ -39,6 +39,18 @@ def uses_ray(cfg) -> bool:
     return world > 1 or bool(cluster) or bool(cfg.ray_init.runtime_env)
 
 
+def worker_concurrency(cfg) -> int:
+    """Calls a Ray worker actor runs at once. The async modes: 2, so that the rollout thread's behaviour_generate
+    runs beside the main thread's update instead of queueing behind it. Safe: the driver's main thread issues one
+    call at a time and waits for it, and the rollout thread at most one more (behaviour_generate), which runs no
+    collective (the behaviour copy is unsharded, behaviour.py), so the collectives on the workers' process group keep
+    one order, the main thread's; the two calls then share the worker as the in-process worker's two threads do
+    (the behaviour policy's snapshots under its lock). Sync: 1, every call in order."""
+    from engine.config.trainer_mode import is_async
+
+    return 2 if is_async(cfg) else 1
+
+
 def worker_env(cfg) -> dict[str, str]:
     """The environment variables of each Ray worker: rlstudio's (WORKER_ENV), then the user's
     ray_init.runtime_env.env_vars, which win (an actor's own env_vars would otherwise override the job's)."""
@@ -129,7 +141,7 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
             owns_ray = start_ray(cfg)
             placement = plan_resources(device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
             group = RayWorkerGroup(worker_cls, placement, init_args=(cfg, total_steps, device, placement.num_cpus),
-                                   env_vars=worker_env(cfg))
+                                   env_vars=worker_env(cfg), max_concurrency=worker_concurrency(cfg))
             addr, port = first_call(group, cfg)
         else:
             import torch

@@ -317,21 +317,31 @@ class TrainWorker:
             # no run-ahead: the rollout generates only while this worker waits, so they share one random stream
             self.behaviour = RolloutProcess(self.actor_module, {
                 "cfg": self.cfg, "device": self.device_type, "num_threads": torch.get_num_threads()},
-                shared_stream=AsyncSettings.from_config(self.cfg).ahead == 0)
+                shared_stream=AsyncSettings.from_config(self.cfg).ahead == 0, dtype=self.behaviour_dtype())
             print(f"[rlstudio] rank {self.rank}: rollout process started (pid {self.behaviour.pid})", flush=True)
             return
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy
 
-        self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders(),
-                                         snapshot_dtype=self._mixed_precision()[1])
+        self.behaviour = BehaviourPolicy(self.actor_module, *self.behaviour_builders(), dtype=self.behaviour_dtype())
         self.rollout_stream = torch.cuda.Stream() if self.device_type == "cuda" else None
 
+    def behaviour_dtype(self) -> torch.dtype:
+        """The dtype the actor computes in, which the behaviour copy holds: bf16 on GPU (the gathered weights' under
+        mixed precision); on the CPU the actor's own (fp32, or fsdp_config.model_dtype)."""
+        master, compute = self._mixed_precision()
+        model_dtype = self.cfg.actor_rollout_ref.actor.fsdp_config.model_dtype
+        return compute or (DTYPES[model_dtype] if model_dtype else master)
+
     def behaviour_builders(self):
-        """(build the copy's module, build its rollout): the actor's model loaded and sharded as the actor's is,
-        sampled by the hf rollout (its static decoder); the same in this process and in a rollout process."""
+        """(build the copy's module, build its rollout): the actor's model loaded as the actor's is, as a plain
+        module with the full weights in the actor's compute dtype on this worker's device (no sharding: generation
+        runs no collective, so it cannot interleave with the update's on several workers), sampled by the hf
+        rollout (its static decoder); the same in this process and in a rollout process."""
+        from engine.trainer.asynchronous.behaviour import plain_copy
+
         arr = self.cfg.actor_rollout_ref
-        return (lambda: self._shard(self._load_lm(arr.model.path, arr.model, dtype=self._mixed_precision()[0]),
-                                    arr.actor.fsdp_config, self._mixed_precision()[1]),
+        return (lambda: plain_copy(self._load_lm(arr.model.path, arr.model, dtype=self._mixed_precision()[0]),
+                                   self.device, self.behaviour_dtype()),
                 lambda module: HFRollout(module, self.tokenizer, arr.rollout, self.device_type))
 
     def behaviour_publish(self, version: int) -> dict:

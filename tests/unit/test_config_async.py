@@ -92,7 +92,8 @@ def test_bypass_mode_resolves_and_refuses_what_it_makes_meaningless():
 
 
 @pytest.mark.parametrize("args, words", [
-    (["trainer.n_gpus_per_node=2"], "runs one worker"),
+    (["trainer.n_gpus_per_node=2", "reward_model.enable=True", "reward_model.model.path=rm",
+      "algorithm.filter_groups.enable=True"], "reward model in the rollout thread"),
     (["actor_rollout_ref.rollout.name=vllm"], "static decoder"),
     (["+actor_rollout_ref.rollout.engine_kwargs.hf.decode=generate"], "behaviour log-prob"),
     (["actor_rollout_ref.model.lora_rank=8"], "LoRA"),
@@ -102,6 +103,18 @@ def test_what_the_async_driver_does_not_cover_yet_is_refused_naming_the_mode(mod
     with pytest.raises(ConfigError) as err:
         build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}"] + args)
     assert err.value.key == "trainer.v1.trainer_mode" and words in str(err.value) and err.value.fix
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_async_modes_run_on_several_workers(mode):
+    """The behaviour copy is unsharded (engine/trainer/ASYNC.md): no worker count is refused, and a reward model
+    runs beside them unless DAPO's filter would score with it in the rollout thread (refused above)."""
+    for workers, args in ((2, []), (4, ["trainer.nnodes=2"]),
+                          (2, ["reward_model.enable=True", "reward_model.model.path=rm"]),
+                          (2, ["algorithm.filter_groups.enable=True"])):
+        per_node = workers // (2 if args[:1] == ["trainer.nnodes=2"] else 1)
+        cfg = build_config(ASYNC + [f"trainer.v1.trainer_mode={mode}", f"trainer.n_gpus_per_node={per_node}"] + args)
+        assert (cfg.trainer.v1.trainer_mode, cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node) == (mode, workers)
 
 
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])

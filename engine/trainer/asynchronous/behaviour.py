@@ -1,7 +1,10 @@
-"""The behaviour policy of the async modes, on the worker: a second copy of the actor, sharded as the actor is, that
-the rollout generates with while the actor trains (the colocated rollout samples with the actor's own weights,
-which the update is changing). Sharded like the actor, it holds only this worker's shards, and a snapshot is
-those shards (no collective); given the same weights it computes the actor's log-probs to the bit on the CPU.
+"""The behaviour policy of the async modes, on the worker: a second copy of the actor that the rollout generates with
+while the actor trains (the colocated rollout samples with the actor's own weights, which the update is changing).
+The copy is a plain module holding the full weights (in the actor's compute dtype, on the worker's device), so
+generation runs no collective: on several workers the producer thread's generation cannot interleave with the
+update's collectives on the same process group. A publish gathers the actor's full weights (`full_weights`, a
+collective every worker calls at the same point, between updates); given the same weights the copy computes the
+actor's log-probs to the bit on the CPU.
 
 The driver publishes the actor's weights after each step as a numbered version (a CPU snapshot) and asks for each
 batch to be generated with one exact version, so which weights produced which batch does not depend on thread
@@ -27,13 +30,11 @@ from engine.trainer.asynchronous import versions
 
 
 class BehaviourPolicy:
-    def __init__(self, actor_module, build_module, build_rollout, snapshot_dtype: torch.dtype | None = None):
-        """`build_module()`: the model class loaded as the actor's is (plain, unsharded, eval, no grad);
-        `build_rollout(module)`: the rollout that samples with it (the hf rollout's static decoder)."""
-        self.actor_module = actor_module
-        # the dtype the copy computes in (bf16 on a GPU): a snapshot cast to it on the device before the copy to the
-        # host moves half the bytes, and loses nothing the copy uses (its fp32 shards are cast to it at each gather)
-        self.snapshot_dtype = snapshot_dtype
+    def __init__(self, actor_module, build_module, build_rollout, dtype: torch.dtype | None = None):
+        """`build_module()`: the actor's model as a plain module (unsharded, full weights in `dtype`, on the
+        worker's device; `plain_copy`); `build_rollout(module)`: the rollout that samples with it (the hf rollout's
+        static decoder); `dtype`: what a publish casts the actor's weights to (the copy's)."""
+        self.actor_module, self.dtype = actor_module, dtype
         # Left as loaded (requires_grad as the actor's): generation runs under no_grad either way, but on the CPU
         # a forward over weights without requires_grad takes another kernel path and differs in the last bits
         self.module = build_module()
@@ -44,16 +45,15 @@ class BehaviourPolicy:
         self.lock = threading.Lock()  # publish (the driver's main thread) vs generate (its rollout thread)
 
     def publish(self, version: int) -> dict:
-        """Snapshot the actor's current weights as `version`: this worker's shards (the copy is sharded as the
-        actor is, so shard i of the actor is shard i of the copy; no collective)."""
+        """Snapshot the actor's current weights as `version`: the full weights on the CPU (`full_weights`; a
+        collective: every worker publishes at the same point, from the driver's main thread)."""
         start = time.perf_counter()
-        self.receive(version, {k: _local(v).detach().to(self.snapshot_dtype or v.dtype).to("cpu", copy=True)
-                               for k, v in self.actor_module.named_parameters()})
+        self.receive(version, full_weights(self.actor_module, self.dtype))
         return {"timing_s/update_weights": time.perf_counter() - start}
 
     def receive(self, version: int, state: dict[str, torch.Tensor]) -> None:
-        """Hold `state` (this worker's shards, by parameter name) as `version`: a publish's snapshot, or one sent
-        to separate_async's rollout process (rollout_process.py; there the policy has no actor of its own)."""
+        """Hold `state` (full weights, by parameter name) as `version`: a publish's snapshot, or one sent to
+        separate_async's rollout process (rollout_process.py; there the policy has no actor of its own)."""
         with self.lock:
             self.snapshots[int(version)] = state
 
@@ -140,7 +140,7 @@ class BehaviourPolicy:
         if state is not None:
             with torch.no_grad():
                 for name, param in self.module.named_parameters():
-                    _local(param).copy_(state[name])
+                    param.copy_(state[name])
             self.version = version
         return {"timing_s/behaviour_load": time.perf_counter() - start}, state is not None
 
@@ -169,6 +169,30 @@ def _continuation(batch: Batch, responses: torch.Tensor, running: torch.Tensor, 
     return Batch({"input_ids": ids, "attention_mask": mask, "position_ids": pos})
 
 
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    """This worker's shard of an FSDP2 parameter (the tensor itself when not sharded), as a view to read or fill."""
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+def plain_copy(module: torch.nn.Module, device: torch.device, dtype: torch.dtype | None) -> torch.nn.Module:
+    """The behaviour copy from a freshly loaded model: its parameters cast to `dtype` (None: as loaded), then moved to
+    `device`. Buffers stay as loaded (FSDP's mixed precision casts only parameters, so the actor's rotary tables are
+    the loaded ones too); requires_grad stays as loaded (see BehaviourPolicy.__init__)."""
+    if dtype is not None:
+        with torch.no_grad():
+            for param in module.parameters():  # cast on the CPU: half the bytes to move in bf16
+                param.data = param.data.to(dtype)
+    return module.to(device)
+
+
+@torch.no_grad()
+def full_weights(module: torch.nn.Module, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """The actor's parameters as full tensors on the CPU, by name, in `dtype` (None: as they are): a snapshot its
+    later updates do not touch. An FSDP2 parameter's full tensor is an all-gather over the workers, so this is a
+    collective: every worker calls it at the same point (publish, between updates, in the driver's main thread)."""
+    out = {}
+    for name, param in module.named_parameters():
+        full = (param.full_tensor() if hasattr(param, "full_tensor") else param).detach()
+        if dtype is not None:
+            full = full.to(dtype)  # on the device, before the copy to the host: half the bytes in bf16
+        snapshot = full.to("cpu")
+        local = param.to_local() if hasattr(param, "to_local") else param
+        if snapshot.untyped_storage().data_ptr() == local.untyped_storage().data_ptr():
+            snapshot = snapshot.clone()  # still the actor's own memory (a plain CPU parameter): copy it
+        out[name] = snapshot
+    return out

@@ -27,13 +27,10 @@ class _Child:
             send(self.replies, {"id": request_id, "ok": error is None, "result": result, "error": error})
 
     def setup(self, cfg, device: str, num_threads: int) -> None:
-        """Build the copy as TrainWorker.behaviour_init builds it in-process: the same loader and FSDP2 wrapping
-        (over a world of one, with a store in this process: no port), the same rollout and thread count (and, with
-        the first publish, the worker's random state), so that with the same weights it samples the same tokens and
-        log-probs."""
-        import torch.distributed as dist
-        from torch.distributed.device_mesh import init_device_mesh
-
+        """Build the copy as TrainWorker.behaviour_init builds it in-process: the same loader, the same plain module
+        (full weights in the actor's compute dtype; no process group: generation runs no collective), the same
+        rollout and thread count (and, with the first publish, the worker's random state), so that with the same
+        weights it samples the same tokens and log-probs."""
         from engine.trainer.asynchronous.behaviour import BehaviourPolicy
         from engine.workers.worker import TrainWorker, load_tokenizer
 
@@ -41,9 +38,6 @@ class _Child:
         if device == "cuda":
             torch.cuda.set_device(0)
         worker.device = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
-        dist.init_process_group("cpu:gloo,cuda:nccl" if device == "cuda" else "gloo", store=dist.HashStore(),
-                                rank=0, world_size=1)
-        worker.mesh = init_device_mesh(device, (1,))
         worker.tokenizer = load_tokenizer(cfg)
         self.worker = worker
         self.device = worker.device

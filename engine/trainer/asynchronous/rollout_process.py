@@ -1,10 +1,11 @@
 """separate_async's rollout process: the behaviour policy (behaviour.py) in an OS process of its own, beside the
 trainer worker that starts it (engine/trainer/ASYNC.md, "The rollout process").
 
-The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's
-weights (this worker's shards) as a numbered version, `generate(batch, version, newest, chunk)` asks for a batch
-sampled with exactly that version. The child (`python -m engine.trainer.asynchronous.rollout_child`) builds the
-copy as the worker builds it (same loader, FSDP2 wrapping over a world of one, the hf static-decode rollout), continues
+The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's full
+weights (gathered as BehaviourPolicy.publish gathers them: behaviour.full_weights) as a numbered version,
+`generate(batch, version, newest, chunk)` asks for a batch sampled with exactly that version. The child (`python -m
+engine.trainer.asynchronous.rollout_child`) builds the copy as the worker builds it (same loader, a plain module with
+the full weights in the actor's compute dtype, the hf static-decode rollout; no process group), continues
 the worker's random stream (handed back and forth with each generation when the rollout does not run ahead) and
 serves the calls.
 
@@ -35,6 +36,8 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection
 
 import torch
+
+from engine.trainer.asynchronous.behaviour import full_weights
 
 OPS = ("setup", "publish", "generate", "rng")
 # the child's module: it imports the worker (to build the copy as the worker does), which imports this one
@@ -68,8 +71,7 @@ class _Pickler(pickle.Pickler):
 
     def persistent_id(self, obj):
         if isinstance(obj, torch.Tensor):
-            tensor = obj.to_local() if hasattr(obj, "to_local") else obj  # a DTensor: this worker's shard
-            self.tensors.append(tensor.detach().cpu().contiguous())  # no copy for a contiguous CPU tensor
+            self.tensors.append(obj.detach().cpu().contiguous())  # no copy for a contiguous CPU tensor
             return len(self.tensors) - 1
         return None
 
@@ -115,14 +117,15 @@ def recv(conn: Connection):
 class RolloutProcess:
     """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
 
-    def __init__(self, actor_module, setup: dict, shared_stream: bool = False):
+    def __init__(self, actor_module, setup: dict, shared_stream: bool = False, dtype: torch.dtype | None = None):
         """`setup`: what the child builds from (`cfg`, `device`, `num_threads`; see `_Child.setup` in
-        rollout_child.py). Returns once the child has built its copy (or raises why it could not).
+        rollout_child.py). Returns once the child has built its copy (or raises why it could not). `dtype`: the
+        copy's (the actor's compute dtype), which a publish casts the weights to before they leave the device.
         `shared_stream`: the rollout generates only while the worker waits for it (no run-ahead), so the two hand
         one random stream back and forth: the worker's
         state goes out with each generation and the child's comes back with the batch, and every draw, the worker's
         (a sampled validation) and the rollout's, comes from the stream in the sync trainer's order."""
-        self.actor_module = actor_module
+        self.actor_module, self.dtype = actor_module, dtype
         self.device = setup["device"]
         self.shared_stream = shared_stream
         self.seeded = False  # the first publish also hands over the worker's random state
@@ -153,10 +156,10 @@ class RolloutProcess:
 
     # ---- BehaviourPolicy's calls ------------------------------------------------------------------------------
     def publish(self, version: int) -> dict:
-        """Send the actor's current weights (this worker's shards) as `version`; returns once the child holds them.
-        Called between updates (the main thread), so the parameters are read in place, without a copy."""
+        """Send the actor's current full weights as `version`; returns once the child holds them. A collective
+        (behaviour.full_weights): every worker publishes at the same point, between updates, in the main thread."""
         start = time.perf_counter()
-        state = {name: param for name, param in self.actor_module.named_parameters()}
+        state = full_weights(self.actor_module, self.dtype)
         rng = None
         if not self.seeded:
             # the first publish comes as the producer starts, after a resume has restored the worker's random
