@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
               "rollout_log_probs_absdiff": res["rollout_log_probs_absdiff_mean"],
               "rollout_probs_diff_mean": res["rollout_probs_diff_mean"],
               "response_length_mean": res["response_length_mean"], "actor_kl_loss": res["actor_kl_loss"],
-              "overrides": args.overrides})
+              "staleness_mean": res["staleness_mean"], "overrides": args.overrides})
         if w.eos_rate > 0:
             emit({"impl": "rlstudio", "phase": "response_lengths",
                   **length_histogram(res["response_lengths"], w.response_len)})

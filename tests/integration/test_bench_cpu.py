@@ -35,6 +35,21 @@ def test_bench_grpo_static_rollout(tmp_path):
     assert check["rollout_log_probs_absdiff"] is not None and check["rollout_log_probs_absdiff"] < 1e-3
 
 
+def test_bench_colocate_async_runs_through_the_async_driver(tmp_path):
+    """The GPU comparison of issue 29 (W2, sync vs colocate_async) runs this path: the bench's steps go through
+    AsyncPPOTrainer, one batch ahead, and the step's wall time between step ends is reported beside timing_s/step."""
+    lines = run_bench(tmp_path, "--warmup", "1", "--steps", "2", "trainer.use_v1=True",
+                      "trainer.v1.trainer_mode=colocate_async", "trainer.v1.sampler.max_off_policy_threshold=2",
+                      "algorithm.rollout_correction.bypass_mode=True")
+    phases = {r["phase"]: r for r in lines if r.get("impl") == "rlstudio"}
+    for name in ("step", "step_wall"):
+        assert phases[name]["timing_s"] > 0 and phases[name]["answer_tokens_per_s"] > 0, phases[name]
+        assert len(phases[name]["runs"]) == 2
+    # steps 2 and 3 trained on batches generated one version behind (step 1's is on-policy, and is warm-up)
+    assert phases["check"]["staleness_mean"] == 1.0
+    assert "old_log_prob" not in phases  # bypass: the rollout's log-probs are the old ones
+
+
 def test_bench_ppo_dynamic_bsz(tmp_path):
     budget = 48  # tokens: 2 of the tiny workload's 24-token sequences per micro-batch
     lines = run_bench(tmp_path, "--algo", "ppo", "actor_rollout_ref.actor.use_dynamic_bsz=True",
