@@ -94,6 +94,12 @@ for what in "$@"; do
       part w2-colocate-partial 150 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
         --label colocate_async_bypass_partial256 $A algorithm.rollout_correction.bypass_mode=True \
         trainer.v1.partial_rollout=True trainer.v1.partial_rollout_chunk=256 ;;
+    async-w2d)  # what 635 s of device time allow: sync (it pays the cold compile caches), then colocate_async with
+      # the rollout's log-probs as the old ones (bypass) on the warm caches
+      A="trainer.use_v1=True trainer.v1.trainer_mode=colocate_async trainer.v1.sampler.max_off_policy_threshold=2"
+      part w2-sync 250 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 2 --label sync
+      part w2-colocate-bypass 140 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
+        --label colocate_async_bypass $A algorithm.rollout_correction.bypass_mode=True ;;
     *) echo "unknown part $what"; exit 2 ;;
   esac
 done
