@@ -229,6 +229,8 @@ class PPOTrainer:
                     f"samples score differently (max_num_gen_batches={fg.max_num_gen_batches}); the data may be too "
                     "easy or too hard for the model: raise max_num_gen_batches (<= 0: no limit) or change the data")
             batch, reward = more() if fg.enable else more(want - kept_groups)
+        if not fg.enable and not failed_groups:  # nothing evicted: the batch as generated, and no metrics
+            return batch, reward, dropped
         rows = list(range(want * self.cfg.actor_rollout_ref.rollout.n))
         batch, reward = Batch.concat(kept_batches).index(rows), RewardResult.concat(kept_rewards).select(rows)
         log.metrics["train/num_gen_batches"] = num_gen
@@ -236,7 +238,7 @@ class PPOTrainer:
         if fg.enable:  # verl V1's counts, in groups: dropped for no signal, and kept ones cut to fit the batch
             log.metrics["training/filter_groups/evicted_samples"] = no_signal
             log.metrics["training/filter_groups/discarded_surplus_samples"] = kept_groups - want
-        if self.refills_failed:
+        if failed_groups:  # verl V1's count of evicted failed groups (only logged when some were, as verl's)
             log.metrics[failed_groups_module.METRIC] = failed_groups
         return batch, reward, dropped
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from engine.trainer.failed_groups import METRIC
-from tests.integration.test_async_cpu import _train
+from tests.integration.test_async_cpu import _differ, _train
 
 PICKY = '''
 CALLS = [0]
@@ -48,11 +48,11 @@ def _assert_failed_groups_refilled(run, out):
         trained = [s for s in samples if s["step"] == step and not s.get("dropped")]
         dropped = [s for s in samples if s["step"] == step and s.get("dropped")]
         assert len(trained) == 4 * 2 and all(s["prompt_index"] % 3 != 1 for s in trained)
-        assert len(dropped) == 2 * run.metrics[step][METRIC]
+        assert len(dropped) == 2 * run.metrics[step].get(METRIC, 0)
         assert all(s["prompt_index"] % 3 == 1 and s["dropped"].startswith("rollout_failure: ") for s in dropped)
         assert all("no reward for row" in s["dropped"] for s in dropped)
-    assert sum(run.metrics[s][METRIC] for s in (1, 2, 3)) > 0  # groups did fail
-    assert max(run.metrics[s]["train/num_gen_batches"] for s in (1, 2, 3)) > 1  # and were refilled
+    assert sum(run.metrics[s].get(METRIC, 0) for s in (1, 2, 3)) > 0  # groups did fail
+    assert max(run.metrics[s].get("train/num_gen_batches", 1) for s in (1, 2, 3)) > 1  # and were refilled
 
 
 @pytest.mark.slow  # one 3-step engine run
@@ -74,10 +74,14 @@ def test_strict_async_and_sync_with_the_key_evict_and_refill_failed_groups_alike
     _assert_failed_groups_refilled(sync, tmp_path / "sync")
     strict = _train(tiny_model, arith_data, tmp_path / "async", **_reward(tmp_path), **QUIET, **STRICT_ASYNC)
     _assert_failed_groups_refilled(strict, tmp_path / "async")
-    # at threshold 1 the async run is the sync run: the same groups evicted and the same refills
+    # at threshold 1 the async run is the sync run to the bit: the same groups evicted, the same refills, the same batch
     for step in (1, 2, 3):
-        assert strict.metrics[step][METRIC] == sync.metrics[step][METRIC]
-        assert strict.metrics[step]["critic/score/mean"] == sync.metrics[step]["critic/score/mean"]
+        assert not _differ(sync.metrics[step], strict.metrics[step]), step
+    def answers(out):
+        return sorted((s["step"], s["prompt_index"], s["response"], s["score"], s.get("dropped", "")[:60])
+                      for s in _train_samples(out))
+
+    assert answers(tmp_path / "sync") == answers(tmp_path / "async")
 
 
 @pytest.mark.slow  # one short engine run
