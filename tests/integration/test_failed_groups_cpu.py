@@ -56,10 +56,12 @@ def _assert_failed_groups_refilled(run, out):
 
 
 @pytest.mark.slow  # one 3-step engine run
-def test_async_one_batch_ahead_evicts_and_refills_failed_groups(tiny_model, arith_data, tmp_path):
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_async_one_batch_ahead_evicts_and_refills_failed_groups(tiny_model, arith_data, tmp_path, mode):
     out = tmp_path / "ahead"
     run = _train(tiny_model, arith_data, out, **_reward(tmp_path), **QUIET, **{
-        "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2})
+        "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 2,
+        "trainer.v1.separate_async.parameter_sync_step": 2})
     _assert_failed_groups_refilled(run, out)
     for step in (2, 3):  # refills included, each batch is on one version, one behind
         m = run.metrics[step]
