@@ -20,7 +20,7 @@ import torch
 from engine.algos.kl import make_kl_controller
 from engine.config.resolve import uses_reference, world_size
 from engine.protocol import Batch
-from engine.reward.manager import RewardResult
+from engine.reward.manager import RewardComputeError, RewardResult
 from engine.trainer import checkpointing
 from engine.trainer import failed_groups as failed_groups_module
 from engine.trainer.advantages import compute_advantages
@@ -151,7 +151,10 @@ class PPOTrainer:
         if self.cfg.algorithm.adv_estimator == "remax":
             with log.phase("gen_max"):  # the baseline: the reward of the greedy (validation-mode) answer
                 baseline = self.rollout.generate(prompts, validate=True)
-                batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
+                base = self.reward_fn(baseline)
+                if base.failed:  # a baseline is no group to refill: its reward function's error fails the run
+                    raise RewardComputeError(base.failed[min(base.failed)])
+                batch.tensors["reward_baselines"] = base.token_level_scores.sum(-1)
         batch.info["global_step"] = self.global_step
         return self.score(batch, log)
 

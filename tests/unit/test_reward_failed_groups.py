@@ -4,11 +4,10 @@ group with a failed row, refills exactly the missing groups and stores the evict
 from __future__ import annotations
 
 import pytest
-import torch
 
 from engine.reward import RewardManager
 from engine.reward.manager import RewardComputeError, RewardResult
-from engine.trainer.failed_groups import METRIC, MAX_GEN_BATCHES, rows_without_failures
+from engine.trainer.failed_groups import MAX_GEN_BATCHES, METRIC, rows_without_failures
 from tests.unit.test_reward_manager import make_batch, tokenizer  # noqa: F401 - the shared tokenizer fixture
 
 
