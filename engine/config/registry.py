@@ -194,6 +194,7 @@ READ_BY: dict[str, str] = {
     # verl 0.9's trainer switches and the async modes' keys (checked in trainer_mode.py)
     "trainer.use_v1": "engine/config/trainer_mode.py",
     "trainer.v1.trainer_mode": "engine/config/trainer_mode.py",
+    "trainer.v1.sampler.sync_refill_failed_groups": "engine/trainer/failed_groups.py",
     "trainer.v1.sampler.*": "engine/trainer/asynchronous/staleness.py",
     "trainer.v1.separate_async.*": "engine/trainer/asynchronous/staleness.py",
     "trainer.v1.colocate_async.*": "engine/trainer/asynchronous/staleness.py",

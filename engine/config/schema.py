@@ -452,6 +452,9 @@ class V1SamplerConfig(Section):
     max_off_policy_strategy: Literal["drop", "wait"] = Field(
         "drop", description="drop: a group over the threshold is evicted and one new prompt refills it; wait: the "
                             "rollout never runs so far ahead that a group could pass the threshold.")
+    sync_refill_failed_groups: bool = Field(
+        False, description="Sync mode: a group whose reward function raised for any answer is evicted and refilled "
+                           "from the next prompts (else the error fails the run). The async modes always do this.")
 
 
 class V1ColocateAsyncConfig(Section):

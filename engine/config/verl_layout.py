@@ -81,14 +81,12 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("trainer.v1.separate_async.hybrid_rollout.*", "step switching (lending the trainer's devices to the rollout "
                                                    "between steps) is not built: rlstudio's rollout generates on its "
                                                    "own copy of the policy beside the trainer"),
-    ("trainer.v1.sampler.sync_refill_failed_groups", "a failed rollout fails the step in rlstudio (no group is "
-                                                     "marked failed and refilled)"),
     ("trainer.v1.sampler.custom_sampler*", "custom samplers are not supported: the sampler is "
                                            "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy"),
     ("trainer.v1.sampler.sampler_kwargs*", "custom samplers are not supported: the sampler is "
                                            "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy"),
     ("trainer.v1*", "this option of verl's v1 trainer is not implemented (rlstudio reads trainer.v1.trainer_mode, "
-                    "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy, "
+                    "trainer.v1.sampler.max_off_policy_threshold/max_off_policy_strategy/sync_refill_failed_groups, "
                     "trainer.v1.{colocate_async,separate_async}.num_warmup_batches and "
                     "trainer.v1.separate_async.parameter_sync_step)"),
     ("trainer.esi_redundant_time", "elastic-instance checkpointing is not supported"),

@@ -21,20 +21,29 @@ class RewardResult:
     scores: list[float]                       # [B]
     extra: dict[str, list] = field(default_factory=dict)  # extra columns from dict-returning functions
     response_texts: list[str] = field(default_factory=list)
+    # rows whose reward function raised or returned something unusable (score 0), with the error: only when the
+    # manager marks failures instead of raising (RewardManager.mark_failures; failed groups are then refilled)
+    failed: dict[int, str] = field(default_factory=dict)
 
     def select(self, rows: list[int]) -> RewardResult:
+        new = {old: i for i, old in enumerate(rows)}
         return RewardResult(self.token_level_scores[rows], [self.scores[i] for i in rows],
                             {k: [v[i] for i in rows] for k, v in self.extra.items()},
-                            [self.response_texts[i] for i in rows] if self.response_texts else [])
+                            [self.response_texts[i] for i in rows] if self.response_texts else [],
+                            {new[row]: msg for row, msg in self.failed.items() if row in new})
 
     @staticmethod
     def concat(parts: list[RewardResult]) -> RewardResult:
         keys: list[str] = []
         for p in parts:
             keys.extend(k for k in p.extra if k not in keys)
+        failed, offset = {}, 0
+        for p in parts:
+            failed.update({offset + row: msg for row, msg in p.failed.items()})
+            offset += len(p.scores)
         return RewardResult(torch.cat([p.token_level_scores for p in parts]), [s for p in parts for s in p.scores],
                             {k: [x for p in parts for x in p.extra.get(k, [None] * len(p.scores))] for k in keys},
-                            [t for p in parts for t in p.response_texts])
+                            [t for p in parts for t in p.response_texts], failed)
 
 
 def _fn_name(fn: Callable) -> str:
@@ -46,6 +55,10 @@ class RewardManager:
 
     The batch holds tensors `responses` [B, R] (right-padded) and `response_mask` [B, R] and meta
     `data_source` (or the `reward_fn_key` column), `ground_truth`, `extra_info`.
+
+    A reward function that raises (or returns something unusable) raises RewardComputeError, unless `mark_failures`
+    is set (the trainer sets it where failed groups are evicted and refilled): the row then scores 0 and its error
+    is recorded in RewardResult.failed.
     """
 
     def __init__(self, tokenizer, compute_score: Callable | None = None, reward_fn_key: str = "data_source",
@@ -58,6 +71,7 @@ class RewardManager:
         self.reward_kwargs = dict(reward_kwargs or {})
         self.overlong = overlong_buffer if overlong_buffer is not None and overlong_buffer.enable else None
         self.max_resp_len = max_resp_len
+        self.mark_failures = False
         if self.overlong is not None and (max_resp_len is None or not 0 < self.overlong.len <= max_resp_len):
             raise ValueError(f"overlong_buffer_cfg.len={self.overlong.len} must be > 0 and at most max_resp_len="
                              f"{max_resp_len}")
@@ -93,21 +107,16 @@ class RewardManager:
 
         scores: list[float] = []
         rows_extra: list[dict[str, Any]] = []
+        failed: dict[int, str] = {}
         for i in range(n):
-            result = self._score_one(sources[i], texts[i], truths[i], infos[i])
-            if isinstance(result, dict):
-                if "score" not in result:
-                    raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned a dict without "
-                                       f"a 'score' key (keys: {sorted(result)}); put the reward under 'score'")
-                rows_extra.append({k: v for k, v in result.items() if k != "score"})
-                result = result["score"]
-            else:
-                rows_extra.append({})
             try:
-                scores.append(float(result))
-            except (TypeError, ValueError):
-                raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned {result!r} "
-                                   f"for data_source={sources[i]!r}; expected a number") from None
+                score, row_extra = self._row(sources[i], texts[i], truths[i], infos[i])
+            except RewardComputeError as e:
+                if not self.mark_failures:
+                    raise
+                score, row_extra, failed[i] = 0.0, {}, str(e)
+            scores.append(score)
+            rows_extra.append(row_extra)
 
         keys: list[str] = []
         for row in rows_extra:  # first-seen order; rows lacking a key get None
@@ -136,7 +145,23 @@ class RewardManager:
         for i, (length, s) in enumerate(zip(lengths, scores)):
             # An empty response has no last token; position 0 keeps its reward in the row sum.
             token_level_scores[i, max(int(length) - 1, 0)] = s
-        return RewardResult(token_level_scores, scores, extra, texts)
+        return RewardResult(token_level_scores, scores, extra, texts, failed)
+
+    def _row(self, data_source, text: str, ground_truth, extra_info) -> tuple[float, dict[str, Any]]:
+        """One answer's score and extra columns; RewardComputeError when the function fails or returns junk."""
+        result = self._score_one(data_source, text, ground_truth, extra_info)
+        row_extra: dict[str, Any] = {}
+        if isinstance(result, dict):
+            if "score" not in result:
+                raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned a dict without "
+                                         f"a 'score' key (keys: {sorted(result)}); put the reward under 'score'")
+            row_extra = {k: v for k, v in result.items() if k != "score"}
+            result = result["score"]
+        try:
+            return float(result), row_extra
+        except (TypeError, ValueError):
+            raise RewardComputeError(f"reward function {_fn_name(self.compute_score)} returned {result!r} "
+                                     f"for data_source={data_source!r}; expected a number") from None
 
     def _score_one(self, data_source, text: str, ground_truth, extra_info):
         kwargs = dict(data_source=data_source, solution_str=text, ground_truth=ground_truth,

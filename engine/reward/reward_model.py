@@ -125,7 +125,7 @@ class ModelReward:
         scores[torch.arange(len(texts)), last] = torch.tensor(total, dtype=torch.float32)
         extra = dict(result.extra) if result else {}
         extra["rm_score"] = rm_scores
-        return RewardResult(scores, total, extra, texts)
+        return RewardResult(scores, total, extra, texts, dict(result.failed) if result else {})
 
 
 def _has_rule(batch) -> bool:

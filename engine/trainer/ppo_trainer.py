@@ -8,6 +8,7 @@ the batch over the data-parallel workers and joins the results.
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
@@ -19,8 +20,9 @@ import torch
 from engine.algos.kl import make_kl_controller
 from engine.config.resolve import uses_reference, world_size
 from engine.protocol import Batch
-from engine.reward.manager import RewardResult
+from engine.reward.manager import RewardComputeError, RewardResult
 from engine.trainer import checkpointing
+from engine.trainer import failed_groups as failed_groups_module
 from engine.trainer.advantages import compute_advantages
 from engine.trainer.asynchronous import versions
 from engine.trainer.balance import balanced_order
@@ -37,12 +39,19 @@ from engine.trainer.validation_metrics import validation_metrics
 
 
 class PPOTrainer:
+    is_async = False  # the async modes' trainer (asynchronous/driver.py) says so: failures' errors differ
+
     def __init__(self, cfg, tokenizer, train_loader, val_dataset, reward_fn, val_reward_fn, worker_group, logger,
                  total_steps: int, device_name: str | None = None, n_params: int | None = None):
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.train_loader = train_loader
         self.val_dataset = val_dataset
+        # failed groups (a reward function that raised): evicted and refilled, or the error fails the run
+        self.refills_failed = failed_groups_module.refills_failed_groups(cfg)
+        if self.refills_failed and hasattr(reward_fn, "mark_failures"):  # training's copy marks failed rows;
+            reward_fn = copy.copy(reward_fn)  # validation's still raises
+            reward_fn.mark_failures = True
         if cfg.reward_model.enable:  # the reward model's score, computed on the workers, joins the reward
             from engine.reward.reward_model import ModelReward
 
@@ -79,6 +88,7 @@ class PPOTrainer:
         self.global_step = 0
         self.after_step = after_step_hook()  # RLSTUDIO_AFTER_STEP, or None
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
+        self.selects_groups = bool(alg.filter_groups.enable) or self.refills_failed
 
     # ---- one training step ---------------------------------------------------------------------------
     def train_step(self, prompts: Batch) -> tuple[dict[str, float], list[dict]]:
@@ -119,15 +129,18 @@ class PPOTrainer:
         return self.step_metrics(batch, log, reward), samples + self.dropped_samples
 
     def scored_batch(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
-        """The step's answers and their rewards; with DAPO's dynamic sampling (algorithm.filter_groups) only the
-        groups with a learning signal, refilled from the loader's next prompts until the batch is full."""
+        """The step's answers and their rewards. With DAPO's dynamic sampling (algorithm.filter_groups) only the
+        groups with a learning signal, and where failed groups are refilled (failed_groups.py) only the groups whose
+        reward function did not fail, refilled from the loader's next prompts until the batch is full."""
         batch, reward = self.generate_and_score(prompts, log)
-        if self.cfg.algorithm.filter_groups.enable:
-            def more():
-                return self.generate_and_score(next(self.train_loader), log)
+        if self.selects_groups:
+            def more(count: int | None = None):
+                prompts = next(self.train_loader)
+                if count is not None:  # exactly the missing groups; the rest of that loader batch is skipped
+                    prompts = prompts.index(torch.arange(min(count, len(prompts))))
+                return self.generate_and_score(prompts, log)
 
-            batch, reward, self.dropped_samples = self.keep_groups_with_signal(batch, reward, log,
-                                                                               self.global_step, more)
+            batch, reward, self.dropped_samples = self.keep_groups(batch, reward, log, self.global_step, more)
         return batch, reward
 
     def generate_and_score(self, prompts: Batch, log: StepLog) -> tuple[Batch, RewardResult]:
@@ -138,7 +151,10 @@ class PPOTrainer:
         if self.cfg.algorithm.adv_estimator == "remax":
             with log.phase("gen_max"):  # the baseline: the reward of the greedy (validation-mode) answer
                 baseline = self.rollout.generate(prompts, validate=True)
-                batch.tensors["reward_baselines"] = self.reward_fn(baseline).token_level_scores.sum(-1)
+                base = self.reward_fn(baseline)
+                if base.failed:  # a baseline is no group to refill: its reward function's error fails the run
+                    raise RewardComputeError(base.failed[min(base.failed)])
+                batch.tensors["reward_baselines"] = base.token_level_scores.sum(-1)
         batch.info["global_step"] = self.global_step
         return self.score(batch, log)
 
@@ -168,44 +184,72 @@ class PPOTrainer:
         batch.tensors[versions.KEY] = versions.stamp(batch["responses"], self.global_step - 1)
         return batch
 
-    def keep_groups_with_signal(self, batch: Batch, reward: RewardResult, log: StepLog, step: int,
-                                more: Callable[[], tuple[Batch, RewardResult]]):
-        """DAPO dynamic sampling (algorithm.filter_groups): keep the groups whose metric differs between samples;
-        take further scored batches from `more()` until train_batch_size groups are kept, then cut to exactly that
-        many. Returns the kept batch, its reward and the dropped groups' samples (of step `step`). Touches no
+    def keep_groups(self, batch: Batch, reward: RewardResult, log: StepLog, step: int,
+                    more: Callable[..., tuple[Batch, RewardResult]]):
+        """Evict the groups the step cannot train and refill from `more()` until train_batch_size groups are kept,
+        then cut to exactly that many: failed groups (a row in reward.failed; failed_groups.py) and, with DAPO's
+        dynamic sampling (algorithm.filter_groups), the groups whose metric does not differ between samples.
+        DAPO's refills are whole loader batches (`more()`), a failure's alone exactly the missing groups
+        (`more(k)`). Returns the kept batch, its reward and the evicted groups' samples (of step `step`). Touches no
         trainer state but `log` (the async rollout thread runs it for the batches it makes ahead)."""
         from engine.algos.dynamic_sampling import rows_with_signal
 
         fg, want = self.cfg.algorithm.filter_groups, self.cfg.data.train_batch_size
         kept_batches, kept_rewards, kept_groups, seen_groups, num_gen = [], [], 0, 0, 0
+        no_signal = failed_groups = 0
+        first_failure: str | None = None
         dropped: list[dict] = []
         while True:
             num_gen += 1
-            rows, kept, seen = rows_with_signal(_filter_metric(batch, reward, fg.metric), batch["uid"])
-            dropped.extend(self.dropped_group_samples(batch, reward, rows, step))
-            kept_batches.append(batch.index(torch.tensor(rows, dtype=torch.long)))  # long even when empty
-            kept_rewards.append(reward.select(rows))
-            kept_groups, seen_groups = kept_groups + kept, seen_groups + seen
+            rows, failed = failed_groups_module.rows_without_failures(reward.failed, batch["uid"])
+            if failed:
+                first_failure = first_failure or reward.failed[min(reward.failed)]
+                failed_groups += len(failed)
+                dropped.extend(self.dropped_group_samples(batch, reward, rows, step, failed=True))
+                batch, reward = batch.index(torch.tensor(rows, dtype=torch.long)), reward.select(rows)
+            seen = len(set(batch["uid"].tolist())) if len(batch) else 0
+            kept = seen
+            if fg.enable:  # among the groups that scored without error
+                rows, kept, seen = rows_with_signal(_filter_metric(batch, reward, fg.metric), batch["uid"])
+                dropped.extend(self.dropped_group_samples(batch, reward, rows, step))
+                batch, reward = batch.index(torch.tensor(rows, dtype=torch.long)), reward.select(rows)
+                no_signal += seen - kept
+            kept_batches.append(batch)
+            kept_rewards.append(reward)
+            kept_groups, seen_groups = kept_groups + kept, seen_groups + seen + len(failed)
             if kept_groups >= want:
                 break
-            if 0 < fg.max_num_gen_batches <= num_gen:
+            dapo_limit = fg.enable and 0 < fg.max_num_gen_batches
+            limit = fg.max_num_gen_batches if dapo_limit else failed_groups_module.MAX_GEN_BATCHES
+            if failed_groups and num_gen >= limit:
+                raise failed_groups_module.limit_error(
+                    first_failure, failed_groups, num_gen, kept_groups, want, step,
+                    sync=not self.is_async, limit=limit,
+                    limit_key="algorithm.filter_groups.max_num_gen_batches" if dapo_limit else None)
+            if dapo_limit and fg.max_num_gen_batches <= num_gen:
                 raise RuntimeError(
                     f"algorithm.filter_groups: {num_gen} generation batches gave {kept_groups} of {want} groups whose "
                     f"samples score differently (max_num_gen_batches={fg.max_num_gen_batches}); the data may be too "
                     "easy or too hard for the model: raise max_num_gen_batches (<= 0: no limit) or change the data")
-            batch, reward = more()
+            batch, reward = more() if fg.enable else more(want - kept_groups)
+        if not fg.enable and not failed_groups:  # nothing evicted: the batch as generated, and no metrics
+            return batch, reward, dropped
         rows = list(range(want * self.cfg.actor_rollout_ref.rollout.n))
         batch, reward = Batch.concat(kept_batches).index(rows), RewardResult.concat(kept_rewards).select(rows)
         log.metrics["train/num_gen_batches"] = num_gen
         log.metrics["train/kept_group_fraction"] = kept_groups / seen_groups
-        # verl V1's counts, in groups: dropped for no signal, and kept ones cut to fit the batch
-        log.metrics["training/filter_groups/evicted_samples"] = seen_groups - kept_groups
-        log.metrics["training/filter_groups/discarded_surplus_samples"] = kept_groups - want
+        if fg.enable:  # verl V1's counts, in groups: dropped for no signal, and kept ones cut to fit the batch
+            log.metrics["training/filter_groups/evicted_samples"] = no_signal
+            log.metrics["training/filter_groups/discarded_surplus_samples"] = kept_groups - want
+        if failed_groups:  # verl V1's count of evicted failed groups (only logged when some were, as verl's)
+            log.metrics[failed_groups_module.METRIC] = failed_groups
         return batch, reward, dropped
 
-    def dropped_group_samples(self, batch: Batch, reward: RewardResult, kept_rows: list[int], step: int) -> list[dict]:
-        """The answers of the groups DAPO's filter drops never reach the update, but they are the prompts that gave
-        no learning signal: they go to the samples store (answers and scores, no token arrays), marked `dropped`."""
+    def dropped_group_samples(self, batch: Batch, reward: RewardResult, kept_rows: list[int], step: int,
+                              failed: bool = False) -> list[dict]:
+        """The answers of the evicted groups never reach the update, but they show what the filter dropped (prompts
+        with no learning signal) or what failed: they go to the samples store (answers and scores, no token arrays),
+        marked `dropped` with the reason."""
         kept = set(kept_rows)
         rows = [i for i in range(len(batch)) if i not in kept]
         if not rows:
@@ -213,8 +257,13 @@ class PPOTrainer:
         part = reward.select(rows)
         samples = build_samples(batch.index(torch.tensor(rows, dtype=torch.long)), self.tokenizer, step,
                                 "train", part.response_texts, part.extra, token_level=False)
-        for sample in samples:
-            sample["dropped"] = "algorithm.filter_groups: no learning signal"
+        for i, sample in enumerate(samples):
+            if not failed:
+                sample["dropped"] = "algorithm.filter_groups: no learning signal"
+            elif i in part.failed:
+                sample["dropped"] = f"rollout_failure: {part.failed[i]}"
+            else:
+                sample["dropped"] = "rollout_failure: another answer of its group failed"
         return samples
 
     def step_metrics(self, batch: Batch, log: StepLog, reward: RewardResult) -> dict[str, float]:

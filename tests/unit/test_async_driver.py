@@ -75,7 +75,7 @@ class Filtering(Trainer):
         log.counts["groups"] += 1
         return batch, [int(batch["input_ids"][0, 0])]
 
-    def keep_groups_with_signal(self, batch, reward, log, step, more):
+    def keep_groups(self, batch, reward, log, step, more):
         positions, wanted = list(reward), self.refills.get(step, 0)
         while wanted is None or len(positions) <= wanted:
             batch, more_reward = more()
@@ -87,7 +87,7 @@ class Filtering(Trainer):
 def _producer(ahead, fail_at=None, start_step=0, trainer=None):
     trainer = trainer or Trainer(fail_at)
     producer = RolloutAhead(trainer, Loader(), ahead=ahead, start_step=start_step,
-                            filter_groups=isinstance(trainer, Filtering))
+                            select_groups=isinstance(trainer, Filtering))
     trainer.box[0] = producer
     producer.publish(start_step)
     producer.thread.start()
@@ -247,9 +247,9 @@ def test_stop_ends_a_producer_refilling_without_limit():
     producer, _ = _producer(ahead=0, trainer=trainer)
     producer.prompts(1)
     with producer.cond:
-        producer.cond.wait_for(lambda: producer.activity[0] == "generating (DAPO refill, generation 3)"
+        producer.cond.wait_for(lambda: producer.activity[0] == "generating (refill, generation 3)"
                                or producer.error is not None)
-    assert producer.state().startswith("rollout generating (DAPO refill, generation 3): step 1 on version 0")
+    assert producer.state().startswith("rollout generating (refill, generation 3): step 1 on version 0")
     trainer.wg.go.set()
     producer.stop()  # the next refill sees the stop
     assert not producer.thread.is_alive() and producer.error is None

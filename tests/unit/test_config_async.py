@@ -72,7 +72,6 @@ def test_transfer_queue_keys_name_what_rlstudio_does_instead(key):
 
 @pytest.mark.parametrize("key, words", [
     ("trainer.v1.separate_async.hybrid_rollout.enable_switch=True", "step switching"),
-    ("trainer.v1.sampler.sync_refill_failed_groups=True", "fails the step"),
     ("trainer.v1.sampler.custom_sampler.path=x.py", "custom samplers"),
     ("trainer.v1.sync.foo=1", "no options"),
 ])
@@ -80,6 +79,18 @@ def test_v1_keys_without_a_meaning_here_are_refused_by_name(key, words):
     with pytest.raises(ConfigError) as err:
         build_config([key])
     assert err.value.key == key.split("=")[0] and words in str(err.value)
+
+
+def test_sync_refill_failed_groups_is_accepted_and_async_modes_always_refill():
+    from engine.trainer.failed_groups import refills_failed_groups
+
+    assert refills_failed_groups(build_config([])) is False  # sync: the reward function's error fails the run
+    cfg = build_config(["trainer.v1.sampler.sync_refill_failed_groups=True"])
+    assert cfg.trainer.v1.sampler.sync_refill_failed_groups is True and refills_failed_groups(cfg) is True
+    on = ASYNC + ["trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async"]
+    assert refills_failed_groups(build_config(on)) is True  # the async modes always refill
+    carry = build_config(on + ["trainer.v1.sampler.max_off_policy_threshold=3", "trainer.v1.carry_over_groups=1"])
+    assert refills_failed_groups(carry) is False  # not built with carry-over: the error fails the run
 
 
 def test_bypass_mode_resolves_and_refuses_what_it_makes_meaningless():

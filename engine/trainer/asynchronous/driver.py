@@ -7,8 +7,9 @@ Producer (`RolloutAhead`, its own thread): for step t it pulls the prompts, wait
 that version and stamps every token with it. Consumer (`AsyncPPOTrainer`, the main thread): the sync loop, taking
 each batch from the producer instead of generating, and publishing the actor's weights after each update. With
 ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the trainer waits: the sync trainer's order.
-With DAPO's filter (algorithm.filter_groups) the producer also scores each batch, drops the groups without a learning
-signal and refills from the loader's next prompts on the same version, with the sync trainer's functions.
+With DAPO's filter (algorithm.filter_groups), and wherever failed groups are refilled (engine/trainer/failed_groups.py:
+without carry-over), the producer also scores each batch, evicts the groups without a learning signal or with a failed
+reward and refills from the loader's next prompts on the same version, with the sync trainer's functions.
 With carry-over (trainer.v1.carry_over_groups, carry.py) the producer keeps more groups in flight than a batch and
 forms each step's batch from the first to complete; the others carry on into the next step's round.
 """
@@ -32,10 +33,10 @@ class Produced:
     loader_state: dict  # the loader's state before these prompts: a checkpoint resumes by reissuing them (and any
     # refill pulled after them: they are all pulled before the step is trained)
     batch: Batch | None = None  # the generated answers, once done
-    log: StepLog = field(default_factory=StepLog)  # the generation's worker metrics (and with DAPO's filter the
-    # scoring's and the filter's timings, counts and metrics), for the trainer's step log
-    reward: RewardResult | None = None  # scored here (DAPO's filter), else None: the trainer scores
-    dropped: list[dict] = field(default_factory=list)  # the samples of the groups DAPO's filter dropped
+    log: StepLog = field(default_factory=StepLog)  # the generation's worker metrics (and when scored here the
+    # scoring's and the eviction's timings, counts and metrics), for the trainer's step log
+    reward: RewardResult | None = None  # scored here (select_groups), else None: the trainer scores
+    dropped: list[dict] = field(default_factory=list)  # the samples of the evicted groups
     version: int = -1  # the version it started on (partial rollout: later tokens may be newer)
     started_s: float = 0.0  # the producer's clock around its generation, seconds since the run started
     ended_s: float = 0.0
@@ -48,13 +49,14 @@ class _Stopped(Exception):
 class RolloutAhead:
     """The producer thread and the hand-over, under one condition variable (no sleeps, no polling)."""
 
-    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, filter_groups: bool = False,
+    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, select_groups: bool = False,
                  carry: CarryFeeder | None = None):
         self.trainer, self.loader, self.ahead = trainer, loader, ahead
         self.carry = carry  # carry-over: the pool of groups in flight beyond the batch (carry.py)
-        # DAPO's dynamic sampling: each batch is scored and filtered here, and refilled from the loader's next
-        # prompts on the same version, with the sync trainer's own functions (PPOTrainer.score, keep_groups_with_signal)
-        self.filter_groups = filter_groups
+        # DAPO's dynamic sampling and failed groups: each batch is scored here, its groups without a learning signal
+        # or with a failed reward evicted, and refilled from the loader's next prompts on the same version, with the
+        # sync trainer's own functions (PPOTrainer.score, keep_groups)
+        self.select_groups = select_groups
         self.start_version = start_step  # the weights at start: the actor after start_step updates
         self.cond = threading.Condition()
         self.items: dict[int, Produced] = {}  # step -> its batch (pulled, then generated)
@@ -158,9 +160,9 @@ class RolloutAhead:
                 else:
                     batch = self._generate(item, step, 1)
                 reward = dropped = None
-                if self.filter_groups:  # the sync trainer's order: generate, score, filter; refill until full
+                if self.select_groups:  # the sync trainer's order: generate, score, evict; refill until full
                     batch, reward = self.trainer.score(batch, item.log)
-                    batch, reward, dropped = self.trainer.keep_groups_with_signal(
+                    batch, reward, dropped = self.trainer.keep_groups(
                         batch, reward, item.log, step, _Refill(self, item, step))
                 with self.cond:
                     item.batch, item.reward, item.dropped = batch, reward, dropped or []
@@ -175,10 +177,10 @@ class RolloutAhead:
                 self.cond.notify_all()
 
     def _generate(self, item: Produced, step: int, generation: int, prompts: Batch | None = None) -> Batch:
-        """One generation for step `step` on exactly the item's version (`generation` > 1: a DAPO refill)."""
+        """One generation for step `step` on exactly the item's version (`generation` > 1: a refill)."""
         grouped = self.trainer.group_prompts(item.prompts if prompts is None else prompts)
         grouped.info["global_step"] = step
-        self._doing("generating" if generation == 1 else f"generating (DAPO refill, generation {generation})",
+        self._doing("generating" if generation == 1 else f"generating (refill, generation {generation})",
                     step, item.version)
         # partial rollout: later chunks may switch to any version the trainer of step `step` allows, i.e. up to its
         # own weights (step - 1); otherwise the whole batch on the item's version
@@ -193,19 +195,22 @@ class RolloutAhead:
 
 
 class _Refill:
-    """DAPO's `more()` for one step's batch in the producer: the loader's next prompts, generated on the same version
-    and scored. They are pulled under the lock while the step's item is still pending, so a checkpoint's loader
-    state (before the oldest pending item's first prompts) reissues them too."""
+    """keep_groups' `more(count)` for one step's batch in the producer: the loader's next prompts (the first `count`
+    of them, when given), generated on the same version and scored. They are pulled under the lock while the step's
+    item is still pending, so a checkpoint's loader state (before the oldest pending item's first prompts) reissues
+    them too."""
 
     def __init__(self, producer: RolloutAhead, item: Produced, step: int):
         self.producer, self.item, self.step, self.generation = producer, item, step, 1
 
-    def __call__(self) -> tuple[Batch, RewardResult]:
+    def __call__(self, count: int | None = None) -> tuple[Batch, RewardResult]:
         producer = self.producer
         with producer.cond:
             if producer.stopping:  # unlimited refills (max_num_gen_batches <= 0) must not outlive the run
                 raise _Stopped
             prompts = next(producer.loader)
+        if count is not None:  # exactly the missing groups; the rest of that loader batch is skipped
+            prompts = prompts.index(list(range(min(count, len(prompts)))))
         self.generation += 1
         batch = producer._generate(self.item, self.step, self.generation, prompts)
         return producer.trainer.score(batch, self.item.log)
@@ -234,6 +239,7 @@ class _LoaderView:
 
 class AsyncPPOTrainer(PPOTrainer):
     """The PPO/GRPO loop of the async modes: PPOTrainer's step on batches the rollout thread generated ahead."""
+    is_async = True
 
     def __init__(self, cfg, tokenizer, train_loader, *args, **kwargs):
         super().__init__(cfg, tokenizer, _LoaderView(self, train_loader), *args, **kwargs)
@@ -261,16 +267,17 @@ class AsyncPPOTrainer(PPOTrainer):
             carry = CarryFeeder(self, self.loader, self.settings, v1.carry_over_groups, v1.partial_rollout_chunk,
                                 self.reissue) if v1.carry_over_groups else None
             self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step,
-                                         filter_groups=self.cfg.algorithm.filter_groups.enable, carry=carry)
+                                         select_groups=self.selects_groups, carry=carry)
             self.wg.all_call("behaviour_publish", self.global_step)
             self.producer.publish(self.global_step)
             self.producer.thread.start()
         return self.producer.prompts(self.global_step + 1)
 
     def scored_batch(self, prompts: Batch, log: StepLog):
-        if not self.cfg.algorithm.filter_groups.enable:
+        if not self.selects_groups:
             return super().scored_batch(prompts, log)  # `generate` below takes the producer's batch; scored here
-        # DAPO's filter: the producer scored, filtered and refilled the batch (the sync trainer's functions)
+        # DAPO's filter / failed groups: the producer scored, evicted and refilled the batch (the sync trainer's
+        # functions)
         with log.phase("gen"):
             batch = self.generate(prompts, log)
         self.dropped_samples = self.taken.dropped
