@@ -9,7 +9,8 @@
 #   vllm-w2      the vLLM seed run; W2 static decoder vs plain vLLM (one machine)
 #   tis-seed     the vLLM seed run with token TIS; the seed command as written
 #   w1-trl       W1 at defaults vs TRL in one invocation; W2 at defaults (static decoder)
-#   async-w2     issue 29: W2 in sync and colocate_async (threshold 2), one call; async-w2b: bypass, partial rollout
+#   async-w2     issue 29: W2 in sync and colocate_async (threshold 2), one call; async-w2c: bypass, sync, partial rollout;
+#                async-w2d: sync then bypass (what was run second)
 #   trl-lora     W1 vs TRL, W1 with lora_rank=64 (all-linear), W2 at defaults (needs only the --no-vllm bundle)
 set -uo pipefail
 export PYTHONPATH=/tmp/site:$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -79,12 +80,6 @@ for what in "$@"; do
       part w2-sync 240 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 --label sync
       part w2-colocate 300 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
         --label colocate_async $A ;;
-    async-w2b)  # the same with the rollout's log-probs as the old ones (no recompute), and with partial rollout
-      A="trainer.use_v1=True trainer.v1.trainer_mode=colocate_async trainer.v1.sampler.max_off_policy_threshold=2"
-      part w2-colocate-bypass 270 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
-        --label colocate_async_bypass $A algorithm.rollout_correction.bypass_mode=True
-      part w2-colocate-partial 300 python3 -m engine.bench --workload w2 --gsm8k "$gsm" --warmup 2 --steps 3 \
-        --label colocate_async_partial256 $A trainer.v1.partial_rollout=True trainer.v1.partial_rollout_chunk=256 ;;
     async-w2c)  # the second call: colocate_async with the rollout's log-probs as the old ones first (it pays the
       # cold compile caches), then sync, then the same with partial rollout (256-token chunks)
       A="trainer.use_v1=True trainer.v1.trainer_mode=colocate_async trainer.v1.sampler.max_off_policy_threshold=2"

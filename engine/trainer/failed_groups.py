@@ -27,6 +27,14 @@ def refills_failed_groups(cfg) -> bool:
     return not cfg.trainer.v1.carry_over_groups and not (cfg.reward_model.enable and world_size(cfg) > 1)
 
 
+def first_prompts(prompts, count: int | None):
+    """A refill's prompts: exactly the `count` missing groups from the loader's next batch (the rest of that batch is
+    skipped, as DAPO's surplus is), or the whole batch when `count` is None (DAPO's refills)."""
+    if count is None:
+        return prompts
+    return prompts.index(list(range(min(count, len(prompts)))))
+
+
 def rows_without_failures(failed: dict[int, str], uids: Sequence[Any]) -> tuple[list[int], set]:
     """(the rows of groups with no failed answer, the uids of the failed groups)."""
     uids = list(uids)

@@ -135,10 +135,7 @@ class PPOTrainer:
         batch, reward = self.generate_and_score(prompts, log)
         if self.selects_groups:
             def more(count: int | None = None):
-                prompts = next(self.train_loader)
-                if count is not None:  # exactly the missing groups; the rest of that loader batch is skipped
-                    prompts = prompts.index(torch.arange(min(count, len(prompts))))
-                return self.generate_and_score(prompts, log)
+                return self.generate_and_score(failed_groups_module.first_prompts(next(self.train_loader), count), log)
 
             batch, reward, self.dropped_samples = self.keep_groups(batch, reward, log, self.global_step, more)
         return batch, reward

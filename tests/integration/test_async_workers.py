@@ -79,7 +79,9 @@ class _Probe:
         self.arrived = threading.Event()
 
     def wait_for_another_call(self) -> bool:
-        return self.arrived.wait(timeout=120)  # a guard only: the second call is sent right after this one
+        # waits for the state (the second call arrived), returning at once when it does; the timeout only bounds a
+        # failure (a worker that runs one call at a time never delivers it while this one runs)
+        return self.arrived.wait(timeout=600)
 
     def another_call(self) -> bool:
         self.arrived.set()
@@ -104,8 +106,8 @@ def test_a_ray_worker_of_an_async_run_takes_a_second_call_while_one_runs(tmp_pat
                                max_concurrency=worker_concurrency(cfg))
         worker = group.workers[0]
         first = worker.wait_for_another_call.remote()
-        assert ray.get(worker.another_call.remote(), timeout=120)
-        assert ray.get(first, timeout=120)  # it saw the second call arrive while it ran
+        assert ray.get(worker.another_call.remote(), timeout=600)  # (timeouts: failure guards, not waits)
+        assert ray.get(first, timeout=600)  # it saw the second call arrive while it ran
         group.shutdown()
     finally:
         ray.shutdown()

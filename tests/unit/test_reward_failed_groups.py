@@ -8,6 +8,7 @@ import pytest
 from engine.reward import RewardManager
 from engine.reward.manager import RewardComputeError, RewardResult
 from engine.trainer.failed_groups import MAX_GEN_BATCHES, METRIC, rows_without_failures
+from engine.trainer.roles import StepLog
 from tests.unit.test_reward_manager import make_batch, tokenizer  # noqa: F401 - the shared tokenizer fixture
 
 
@@ -83,15 +84,20 @@ def test_the_key_makes_the_sync_trainers_training_reward_mark_and_validations_ra
     assert on.reward_fn.mark_failures and not on.val_reward_fn.mark_failures  # validation still raises
 
 
-def test_keep_groups_evicts_failed_groups_and_refills_exactly_the_missing_ones(tokenizer):  # noqa: F811
-    trainer, _ = _trainer(tokenizer, "trainer.v1.sampler.sync_refill_failed_groups=True")
-    asked = []
+def _refiller(trainer, tok, answers: list[str], uids: list[str]):
+    """keep_groups' `more(count)`: always the same scored answers; the list records each call's count."""
+    asked: list = []
 
     def more(count=None):
         asked.append(count)
-        return _scored(trainer, tokenizer, ["1", "2"], ["c", "c"])
+        return _scored(trainer, tok, answers, uids)
 
-    from engine.trainer.roles import StepLog
+    return more, asked
+
+
+def test_keep_groups_evicts_failed_groups_and_refills_exactly_the_missing_ones(tokenizer):  # noqa: F811
+    trainer, _ = _trainer(tokenizer, "trainer.v1.sampler.sync_refill_failed_groups=True")
+    more, asked = _refiller(trainer, tokenizer, ["1", "2"], ["c", "c"])
 
     log = StepLog()
     # group a fails (one answer contains 9), group b is fine: one group missing, one refilled
@@ -108,13 +114,7 @@ def test_keep_groups_evicts_failed_groups_and_refills_exactly_the_missing_ones(t
 
 def test_failures_that_persist_stop_with_the_first_message_and_the_fix(tokenizer):  # noqa: F811
     trainer, _ = _trainer(tokenizer, "trainer.v1.sampler.sync_refill_failed_groups=True")
-    calls = []
-
-    def more(count=None):
-        calls.append(count)
-        return _scored(trainer, tokenizer, ["9", "9"], ["d", "d"])
-
-    from engine.trainer.roles import StepLog
+    more, calls = _refiller(trainer, tokenizer, ["9", "9"], ["d", "d"])
 
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3"], ["a", "a", "b", "b"])
     with pytest.raises(RuntimeError) as err:
@@ -129,8 +129,6 @@ def test_with_dapos_filter_its_generation_limit_bounds_the_refills(tokenizer):  
     trainer, _ = _trainer(tokenizer, "trainer.v1.sampler.sync_refill_failed_groups=True",
                           "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=score",
                           "algorithm.filter_groups.max_num_gen_batches=3")
-    from engine.trainer.roles import StepLog
-
     log = StepLog()
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3", "2", "2"], ["a", "a", "b", "b", "e", "e"])
     with pytest.raises(RuntimeError, match=r"algorithm.filter_groups.max_num_gen_batches=3"):
@@ -139,11 +137,7 @@ def test_with_dapos_filter_its_generation_limit_bounds_the_refills(tokenizer):  
     # one failed group and one without signal (e) are evicted, b kept; refills whole batches then
     log = StepLog()
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3", "2", "2"], ["a", "a", "b", "b", "e", "e"])
-    asked = []
-
-    def more(count=None):
-        asked.append(count)
-        return _scored(trainer, tokenizer, ["1", "4"], ["g", "g"])
+    more, asked = _refiller(trainer, tokenizer, ["1", "4"], ["g", "g"])
 
     batch, reward, dropped = trainer.keep_groups(batch, reward, log, 1, more)
     assert asked == [None] and list(batch["uid"]) == ["b", "b", "g", "g"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
+from engine.trainer import failed_groups
 from engine.trainer.asynchronous import staleness, versions
 from engine.trainer.asynchronous.carry import CarryFeeder
 from engine.trainer.ppo_trainer import PPOTrainer
@@ -208,9 +209,7 @@ class _Refill:
         with producer.cond:
             if producer.stopping:  # unlimited refills (max_num_gen_batches <= 0) must not outlive the run
                 raise _Stopped
-            prompts = next(producer.loader)
-        if count is not None:  # exactly the missing groups; the rest of that loader batch is skipped
-            prompts = prompts.index(list(range(min(count, len(prompts)))))
+            prompts = failed_groups.first_prompts(next(producer.loader), count)
         self.generation += 1
         batch = producer._generate(self.item, self.step, self.generation, prompts)
         return producer.trainer.score(batch, self.item.log)

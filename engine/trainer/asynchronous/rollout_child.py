@@ -39,7 +39,6 @@ class _Child:
             torch.cuda.set_device(0)
         worker.device = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
         worker.tokenizer = load_tokenizer(cfg)
-        self.worker = worker
         self.device = worker.device
         self.policy = BehaviourPolicy(None, *worker.behaviour_builders())
 
