@@ -7,6 +7,7 @@ of `micro`. Everything else is TRL's default (gradient checkpointing on, bf16 we
 """
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -112,7 +113,7 @@ def run_trl(w: Workload, warmup: int, steps: int, device: str, log) -> dict:
     step = statistics.median(measured_steps)
     # between step ends (what a user waits per step: the trainer's own work between callbacks included); the
     # first measured step's wall needs the end of the step before it
-    walls = [b - a for a, b in zip(step_ends, step_ends[1:])][max(warmup - 1, 0):]
+    walls = [b - a for a, b in itertools.pairwise(step_ends)][max(warmup - 1, 0):]
     step_wall = statistics.median(walls) if walls else None
     gen = statistics.median(measured_gen) if any(measured_gen) else None
     # real tokens per measured step (prompt + completions up to their end token), as the engine counts them

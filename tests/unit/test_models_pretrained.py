@@ -17,7 +17,7 @@ MODEL = MODELS["smollm2-135m-instruct"]
 
 
 def run_command(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.models.pretrained", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engine.models.pretrained", *args], capture_output=True, text=True, check=False,
                           env={**os.environ, **(env or {})}, timeout=600)
 
 
