@@ -94,7 +94,7 @@ def test_the_wheel_becomes_a_folder_that_transformers_and_the_engine_load(smollm
 
     data = tmp_path / "run"
     result = train(["--config-name", "demo", f"actor_rollout_ref.model.path={folder}", "data.train_batch_size=2",
-                    "data.max_response_length=4", "actor_rollout_ref.rollout.n=2",
+                    "data.max_response_length=4", "data.max_prompt_length=128", "actor_rollout_ref.rollout.n=2",
                     "actor_rollout_ref.actor.ppo_mini_batch_size=2", "trainer.val_before_train=False",
                     "trainer.test_freq=-1", "trainer.total_training_steps=1", "trainer.logger=[]",
                     f"trainer.default_local_dir={data}"])
