@@ -2,8 +2,10 @@
 in `backend/imports/` parse, this stores. Points and answers go through the same ingest as a live run's (upserts,
 buckets, health checks, the live feed), in batches, so memory stays at one batch whatever the file's size.
 
-All or nothing: the config is read before anything is stored; a bad line later on (BadFile) or any other failure
-deletes the run and all it stored so far, so a failed import leaves nothing behind. An import cut short (the
+All or nothing: every file is read through once before anything is stored (a line at a time, nothing kept), so a
+bad line (BadFile) is refused with nothing written, not even a feed event; the files are then read again and
+stored. A failure while storing (the database, the disk) deletes the run and what it stored so far (and its
+experiment when the import made it), so a failed import leaves no half run. An import cut short (the
 server or the command killed mid-way) leaves its run `running` with source `import`; the next server start marks
 it failed, saying so (`mark_interrupted`)."""
 from __future__ import annotations
@@ -22,7 +24,7 @@ from backend.imports.hydra_config import read_config
 from backend.imports.tensorboard_events import read_scalars
 from backend.imports.verl_generations import read_samples
 from backend.imports.verl_metrics import Skipped, read_steps
-from backend.models import MetricsIngest, MetricSeriesIn, Run, RunStatus, SampleIn
+from backend.models import Experiment, MetricsIngest, MetricSeriesIn, Run, RunStatus, SampleIn
 from backend.models.common import clean_json
 from backend.services import experiments, metrics, runs, samples
 
@@ -94,7 +96,9 @@ class _MetricBatches:
         self.series, self.size = {}, 0
 
 
-def _new_run(session: Session, runs_dir: Path, target: Target, config: dict, facts: dict) -> Run:
+def _new_run(session: Session, runs_dir: Path, target: Target, config: dict, facts: dict) -> tuple[Run, bool]:
+    """The run, `running` while it fills; and whether its experiment is new (a failed import removes it too)."""
+    new_experiment = experiments.by_name(session=session, name=target.experiment) is None
     experiment = experiments.get_or_create(session=session, name=target.experiment)
     run = Run(experiment_id=experiment.id, name=target.name, config=config, resolved_config=config,
               tags=target.tags, notes=target.notes, source=SOURCE, facts=facts)
@@ -107,13 +111,13 @@ def _new_run(session: Session, runs_dir: Path, target: Target, config: dict, fac
     run.run_dir = str(directory)
     runs.set_status(session, run, RunStatus.running)
     session.commit()
-    return run
+    return run, new_experiment
 
 
 def _store(session: Session, runs_dir: Path, target: Target, config: dict, facts: dict, fill) -> tuple[Run, Summary]:
     """Make the run, let `fill(run, summary)` store its points and answers, finish it; on any failure delete the
     run and what it stored, and raise."""
-    run = _new_run(session, runs_dir, target, config, facts)
+    run, new_experiment = _new_run(session, runs_dir, target, config, facts)
     summary = Summary()
     try:
         fill(run, summary)
@@ -128,6 +132,10 @@ def _store(session: Session, runs_dir: Path, target: Target, config: dict, facts
         fresh = session.get(Run, run.id)
         if fresh is not None:
             runs.delete_run(session, fresh, runs_dir)
+        experiment = session.get(Experiment, run.experiment_id) if new_experiment else None
+        if experiment is not None and not session.exec(select(Run.id).where(Run.experiment_id == experiment.id)).first():
+            session.delete(experiment)
+            session.commit()
         raise
     return run, summary
 
@@ -153,20 +161,39 @@ def _sample_batches(session: Session, run: Run, uploads: Iterable[Upload], split
 
     for upload in uploads:
         for line, row in read_samples(upload.stream, upload.name, split, field_name):
-            try:
-                batch.append(SampleIn.model_validate(row))
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                where = ".".join(str(p) for p in error["loc"])
-                raise BadFile(upload.name, f"{where}: {error['msg']}", line=line, field=field_name) from None
+            batch.append(_sample(row, upload.name, line, field_name))
             if len(batch) >= SAMPLES_PER_BATCH:
                 flush()
     flush()
 
 
+def check_verl(files: VerlFiles) -> None:
+    """Read every file through, storing nothing: BadFile for the first line that is not verl's; then rewind."""
+    skipped = Skipped()
+    if not sum(1 for _ in read_steps(files.metrics.stream, files.metrics.name, skipped)):  # every line
+        raise BadFile(files.metrics.name, "no lines: an empty file (verl's file logger writes one line per step)",
+                      field="metrics")
+    for uploads, split, field_name in ((files.rollout, "train", "rollout"), (files.validation, "val", "validation")):
+        for upload in uploads:
+            for line, row in read_samples(upload.stream, upload.name, split, field_name):
+                _sample(row, upload.name, line, field_name)
+    for upload in [files.metrics, *files.rollout, *files.validation]:
+        upload.stream.seek(0)
+
+
+def _sample(row: dict, file: str, line: int, field_name: str) -> SampleIn:
+    try:
+        return SampleIn.model_validate(row)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise BadFile(file, f"{where}: {error['msg']}", line=line, field=field_name) from None
+
+
 def import_verl(*, session: Session, runs_dir: Path, files: VerlFiles, target: Target) -> tuple[Run, Summary]:
     """A verl run from its file-logger JSONL, and its config and generation dumps when given."""
     config, note = ({}, None) if files.config is None else read_config(files.config.stream, files.config.name)
+    check_verl(files)
     facts = {"import": {"format": "verl", "metrics_file": files.metrics.name,
                         "config_file": files.config.name if files.config else None,
                         "rollout_files": len(files.rollout), "validation_files": len(files.validation)}}
@@ -205,6 +232,10 @@ def import_tensorboard(*, session: Session, runs_dir: Path, files: list[tuple[st
     """A run from TensorBoard event files (name, path on disk: TensorBoard's loader reads paths)."""
     if not files:
         raise BadFile("events", "no event files given", field="events")
+    other: dict[str, int] = {}
+    for name, path in files:  # read through first: a bad file is refused with nothing stored
+        for _ in read_scalars(path, name, other):
+            pass
     facts = {"import": {"format": "tensorboard", "event_files": [name for name, _ in files][:100]}}
     if not target.name:
         target.name = Path(files[0][1]).parent.name[:200] if len(files) > 1 else Path(files[0][0]).name[:200]
