@@ -4,7 +4,7 @@ the engine's names too (`critic/score/mean`, `val-core/<source>/reward/mean@N`, 
 adds `elapsed_seconds` (seconds since the logger started), read as the points' wall time when present. verl
 0.9.1 writes with orjson, which spells NaN and infinities `null`: a null value is read as NaN (a NaN loss).
 
-A resumed verl run appends to the same file, so a step may come twice: the later line wins, as in ingest."""
+A step that comes twice (files of a resumed run put one after the other) keeps its later line, as ingest does."""
 from __future__ import annotations
 
 import math

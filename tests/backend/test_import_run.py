@@ -44,6 +44,7 @@ def check_imported(client, run_id: int, steps: int = 6) -> None:
     """Every number, the config and every answer as verl wrote them."""
     run = client.get(f"{API}/runs/{run_id}").json()
     assert (run["status"], run["source"], run["progress_step"]) == ("succeeded", "import", steps)
+    assert run["progress_total"] == 6  # the config's trainer.total_training_steps
     for key in KEYS:
         got = series(client, run_id, key)
         want = {s: expected_value(s, key) for s in range(1, steps + 1) if expected_value(s, key) is not None}
@@ -98,6 +99,24 @@ def test_tensorboard_upload_reads_verls_tensorboard_logger(client, tmp_path):
         got = series(client, run_id, key)
         want = {s: expected_value(s, key, None) for s in range(1, 6) if expected_value(s, key, None) is not None}
         assert got.keys() == want.keys() and all(math.isclose(got[s], want[s], rel_tol=1e-6) for s in want), key
+
+
+def test_a_repeated_step_keeps_its_last_line_and_elapsed_seconds_is_the_wall_time(client, tmp_path):
+    """Two verl files one after the other (a resumed run: verl 0.9.1 starts the file anew) repeat a step; newer
+    verl's `elapsed_seconds` (a line in its format, appended) gives the points their spacing in time."""
+    first = write_file_logger(tmp_path / "a.jsonl", steps=3).read_bytes()
+    second = write_file_logger(tmp_path / "b.jsonl", steps=4, nan_at=None).read_bytes()
+    newer = b'{"step": 5, "elapsed_seconds": 100.0, "data": {"critic/score/mean": 0.9}}\n' \
+            b'{"step": 6, "elapsed_seconds": 160.5, "data": {"critic/score/mean": 1.0}}\n'
+    response = client.post(f"{API}/imports/verl", files=[("metrics", ("joined.jsonl", first + second + newer))])
+    assert response.status_code == 201, response.text
+    run_id = response.json()["run"]["id"]
+    assert response.json()["steps"] == 6 and response.json()["lines"] == 9
+    pg = series(client, run_id, "actor/pg_loss")
+    assert not math.isnan(pg[3]) and same(pg[3], -0.03)  # the second file's step 3 (finite) won over the NaN
+    body = client.get(f"{API}/metrics", params={"run_id": run_id, "key": "critic/score/mean"}).json()["data"][0]
+    walls = dict(zip(body["steps"], body["wall_times"]))
+    assert walls[6] - walls[5] == pytest.approx(60.5)
 
 
 BAD = [  # (what, field, file name, content, the message must contain)
