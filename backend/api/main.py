@@ -5,8 +5,19 @@ from fastapi.routing import APIRoute
 
 from backend.api.deps import require_user
 from backend.api.errors import responses
-from backend.api.routes import (config, events, experiments, health, imports, logs, metrics, run_health, runs, samples,
-                                tools)
+from backend.api.routes import (
+    config,
+    events,
+    experiments,
+    health,
+    imports,
+    logs,
+    metrics,
+    run_health,
+    runs,
+    samples,
+    tools,
+)
 
 api_router = APIRouter()
 user = [Depends(require_user)]

@@ -60,7 +60,7 @@ def read_scalars(path: Path, file: str, other: dict[str, int]) -> Iterator[Scala
                                   event.wall_time if math.isfinite(event.wall_time) else 0.0)
     except BadFile:
         raise
-    except Exception as exc:  # the loader's own errors (protobuf decode of a damaged record, ...)
+    except Exception as exc:  # noqa: BLE001 - the loader's own errors (a damaged record's protobuf, ...) name the file
         raise BadFile(file, f"not readable as TensorBoard events: {str(exc)[:200]}", field="events") from None
     if not found:
         raise BadFile(file, "no scalar summaries: not a TensorBoard event file (events.out.tfevents.*), or one "

@@ -55,8 +55,7 @@ def _clean(value: Any) -> Any:
 def read_samples(stream: IO[bytes], file: str, split: str, field_name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, one sample: SampleIn's fields) per line; BadFile naming the first line that is not a dump's."""
     named_step = step_of_name(file)
-    index = 0
-    for number, value in read_lines(stream, file, field_name):
+    for index, (number, value) in enumerate(read_lines(stream, file, field_name)):
         if not isinstance(value, dict):
             raise BadFile(file, f"a JSON {type(value).__name__}, not an object ({SHAPE})", line=number,
                           field=field_name)
@@ -81,4 +80,3 @@ def read_samples(stream: IO[bytes], file: str, split: str, field_name: str) -> I
                "ground_truth": None if value.get("gts") is None else _text(value["gts"]),
                "data_source": source[:MAX_SOURCE] if isinstance(source, str) else None,
                "extras": extras}
-        index += 1

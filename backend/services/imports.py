@@ -24,7 +24,7 @@ from backend.imports.hydra_config import read_config
 from backend.imports.tensorboard_events import read_scalars
 from backend.imports.verl_generations import read_samples
 from backend.imports.verl_metrics import Skipped, read_steps
-from backend.models import Experiment, MetricsIngest, MetricSeriesIn, Run, RunStatus, SampleIn
+from backend.models import Experiment, MetricSeriesIn, MetricsIngest, Run, RunStatus, SampleIn
 from backend.models.common import clean_json
 from backend.services import experiments, metrics, runs, samples
 
