@@ -301,3 +301,33 @@ def test_cli_uploads_to_a_server(server_factory, tmp_path):
     assert done.returncode == 2 and "1.jsonl line 1: no \"output\"" in done.stderr, done.stderr
     assert len(httpx.get(f"{server.url}{API}/runs", timeout=HTTP_TIMEOUT).json()["data"]) == 2
     assert len(events) == 1
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.slow  # ~1 min on this machine: 200 MB through a real server, twice read
+def test_a_large_upload_is_streamed_not_held_in_memory(server_factory, tmp_path):
+    """~200 MB through the command line's upload (httpx streams the file) to a real server: the server's peak
+    memory grows by far less than the file (Starlette spools the part to disk, the readers go a line at a time).
+    Each line carries a 10 KB string verl would not log (left out, counted), so little is stored."""
+    server = server_factory().start()
+    path = write_file_logger(tmp_path / "metrics.jsonl", steps=1)
+    filler = "x" * 10_000
+    with path.open("ab") as out:
+        for step in range(2, 20_001):
+            out.write(b'{"step":%d,"data":{"critic/score/mean":0.5,"note":"%s"}}\n' % (step, filler.encode()))
+    size = path.stat().st_size
+    assert size > 190_000_000
+    before = _peak_rss(server.process.pid)
+    done = _cli("verl", str(path), "--url", server.url, "--name", "large")
+    assert done.returncode == 0, done.stderr
+    assert "20000 steps" in done.stdout and '"note": 19999' in done.stdout
+    grew = _peak_rss(server.process.pid) - before
+    print(f"server peak memory +{grew / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB upload")
+    assert grew < size / 4, f"the server's peak memory grew by {grew / 2**20:.0f} MiB for a {size / 2**20:.0f} MiB file"
