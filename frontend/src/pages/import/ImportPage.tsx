@@ -16,7 +16,7 @@ function FilePick({ label, name, accept, multiple, hint, onChange, invalid }: {
   onChange: (files: File[]) => void;
 }) {
   return (
-    <label className="stack" style={{ gap: ".2rem" }} data-field={name}>
+    <label className="stack" style={{ gap: ".2rem", alignItems: "flex-start" }} data-field={name}>
       <span><strong>{label}</strong> <span className="small muted">{hint}</span></span>
       <input type="file" name={name} aria-label={label} accept={accept} multiple={multiple} aria-invalid={invalid || undefined}
         onChange={(e) => onChange(Array.from(e.target.files ?? []))} />

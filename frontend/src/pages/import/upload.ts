@@ -52,7 +52,7 @@ export function formData(kind: ImportKind, files: ImportFiles, target: ImportTar
   return form;
 }
 
-function errorOf(status: number, text: string): ImportError {
+export function errorOf(status: number, text: string): ImportError {
   try {
     const detail = (JSON.parse(text) as { detail?: unknown }).detail;
     if (Array.isArray(detail) && detail.length) {
