@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 from backend.imports.verl_metrics import Skipped, read_steps
 from backend.models import Run, RunStatus
 from backend.services import imports
-from tests.backend.conftest import HTTP_TIMEOUT, external_run
+from tests.backend.conftest import DATABASES, HTTP_TIMEOUT, external_run
 from tests.backend.stored import stored
 from tests.verl_files import (
     VAL_KEY,
@@ -74,6 +74,7 @@ def check_imported(client, run_id: int, steps: int = 6) -> None:
     assert len({s["group_uid"] for s in answers}) == 3
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_verl_upload_makes_a_run_with_metrics_config_and_answers_beside_an_rlstudio_run(client, tmp_path):
     files = verl_run(tmp_path / "verl")
     response = client.post(f"{API}/imports/verl", files=files_of(files),
@@ -161,6 +162,7 @@ def test_a_bad_file_is_a_422_naming_the_field_and_line_and_stores_nothing(client
     assert stored(client) == before  # not a row, not a feed event
 
 
+@pytest.mark.parametrize("database", DATABASES, indirect=True)
 def test_a_failure_while_storing_removes_the_half_run(client, settings, tmp_path, monkeypatch):
     """A failure after some batches were stored (here: the answers' ingest raising) deletes the run, its points,
     and the experiment the import made; the server goes on."""
