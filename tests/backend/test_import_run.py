@@ -189,6 +189,18 @@ def test_a_body_that_is_not_multipart_is_a_422_naming_the_body(client, content_t
     assert "multipart/form-data" in response.json()["detail"][0]["msg"]
 
 
+@pytest.mark.parametrize("content_type, body, field, message", [
+    ("multipart/form-data", b"xx", "body", "Missing boundary"),
+    ("multipart/form-data; boundary=abc",
+     b'--abc\r\nContent-Disposition: form-data; name="metrics"\r\n\r\n{"step": 1, "data": {}}\r\n--abc--\r\n',
+     "metrics", "a file part"),
+], ids=["no boundary", "metrics as a text field"])
+def test_a_malformed_multipart_body_is_a_422(client, content_type, body, field, message):
+    response = client.post(f"{API}/imports/verl", content=body, headers={"Content-Type": content_type})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", field] and message in response.json()["detail"][0]["msg"]
+
+
 def test_missing_metrics_and_bad_fields_are_named(client, tmp_path):
     response = client.post(f"{API}/imports/verl", files=[("rollout", ("1.jsonl", b"{}"))])
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "metrics"]

@@ -13,11 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 
 from backend.api.errors import safe_text
 from backend.imports.errors import BadFile
@@ -72,8 +74,9 @@ async def _form(request: Request) -> FormData | JSONResponse:
                                      "curl -F metrics=@metrics.jsonl", "content_type")
     try:
         return await request.form(max_files=MAX_FILES, max_fields=1000)
-    except HTTPException as exc:  # Starlette's multipart parser: a malformed body, too many parts, a huge field
-        return unprocessable("body", f"body: not a readable multipart/form-data upload ({safe_text(exc.detail)})")
+    except (HTTPException, MultiPartException) as exc:  # a malformed body, too many parts, a huge text field
+        why = exc.detail if isinstance(exc, HTTPException) else exc.message
+        return unprocessable("body", f"body: not a readable multipart/form-data upload ({safe_text(why)})")
 
 
 def _target(form: FormData) -> imports.Target | JSONResponse:
