@@ -227,6 +227,28 @@ def test_an_interrupted_import_is_marked_failed_at_the_next_start(settings, tmp_
     assert run["status"] == "failed" and "The import stopped before it finished" in run["error"]
 
 
+def test_an_import_in_progress_is_not_judged_stalled(client, settings):
+    """An import's points carry its source run's wall times (TensorBoard's: weeks old, maybe) and its answers may
+    take minutes after the last point: the stall check, which judges against the clock, leaves it alone."""
+    from backend.models import MetricsIngest
+    from backend.services import metrics
+    from backend.services.health.store import refresh_stalled
+
+    from backend.services.health.store import HEALTH_CHECKS
+
+    with Session(client.app.state.engine, expire_on_commit=False) as session:
+        session.info[HEALTH_CHECKS] = True  # as the server's sessions have it
+        run, _ = imports._new_run(session, settings.runs_dir, imports.Target(name="importing"), {}, {})
+        old = 1_000_000_000.0  # 2001: a step every 10 s, then nothing
+        for batch in range(5):  # the import's batches: each tells the stall check a step time
+            steps = [2 * batch + 1, 2 * batch + 2]
+            metrics.ingest(session=session, run=run, body=MetricsIngest(series=[
+                {"key": "critic/score/mean", "steps": steps, "values": [0.1, 0.1],
+                 "wall_times": [old + 10 * s for s in steps]}]))
+        assert refresh_stalled(session, run) is None
+    assert client.get(f"{API}/runs/{run.id}/health").json()["alarms"] == []
+
+
 def test_the_reader_streams_a_large_file(tmp_path):
     """Memory while reading is one line, not the file: tracemalloc's peak over a ~5.5 MB file stays under 1 MB."""
     path = write_file_logger(tmp_path / "big.jsonl", steps=1)
