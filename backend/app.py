@@ -109,12 +109,23 @@ def api_methods(app: FastAPI, path: str) -> list[str]:
     return sorted(methods)
 
 
+def mark_interrupted_imports(engine) -> None:
+    """An import the last server (or an import command) did not finish is marked failed, saying so."""
+    from sqlmodel import Session
+
+    from backend.services.imports import mark_interrupted
+
+    with Session(engine) as session:
+        mark_interrupted(session)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.bus.bind(asyncio.get_running_loop())
+        mark_interrupted_imports(app.state.engine)
         pruner = asyncio.create_task(prune_forever(app.state.engine, settings.events_retention_s))
         from backend.services.health.watch import sweep_forever
 

@@ -145,7 +145,10 @@ def test_non_strict_json_on_every_write_route_is_a_4xx_or_accepted_never_a_5xx(a
     for method, path, properties in operations:
         url = re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path)  # a new path parameter: add it to ids
         lenient = policy_of(routes[(method, path)]).lenient  # NaN / Infinity read as null (json_body's doc)
+        # an upload route (multipart/form-data: the imports) refuses any JSON body as a whole, naming `body`
+        uploads = getattr(routes[(method, path)].endpoint, "streams_body", False)
         for what, body, content_type, named in probes(properties):
+            named = None if uploads else named
             headers = {"Authorization": f"Bearer {run['ingest_token']}"} if "/runs/{run_id}/" in path else {}
             if content_type:
                 headers["Content-Type"] = content_type

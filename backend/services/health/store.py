@@ -295,7 +295,7 @@ def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
 def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str | None:
     """Judge whether the run stalled (no step for stall_factor x its median step time), at `now` (default the
     clock). Commits; returns the Ray job an auto-stop asks to stop."""
-    if run.status not in ACTIVE:
+    if run.status not in ACTIVE or run.source == "import":  # an import's wall times are its source run's: no clock
         return None
     from backend.services.upsert import write_lock
 
