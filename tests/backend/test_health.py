@@ -530,6 +530,63 @@ def test_state_survives_a_restart(settings):
         assert alarm(health(client, run), "kl-high")["cleared_step"] == 8
 
 
+
+def age_step_one_state(settings, run_id: int, done: tuple[str, ...]) -> None:
+    """Rewrite the run's step-one state as a server before issue 28's decision left it: judged once, done."""
+    from sqlalchemy import text
+
+    from backend import json_codec
+    from backend.db import make_engine
+
+    engine = make_engine(settings.db_url)
+    value = ":d" if engine.dialect.name == "sqlite" else "CAST(:d AS JSON)"  # SQLite's JSON is text
+    with engine.begin() as conn:
+        data = conn.execute(text("SELECT data FROM health_state WHERE run_id = :r"), {"r": run_id}).scalar_one()
+        data = data if isinstance(data, dict) else json_codec.loads(data)
+        data["step-one"] = {name: True for name in done}
+        conn.execute(text(f"UPDATE health_state SET data = {value} WHERE run_id = :r"),
+                     {"d": json_codec.dumps(data), "r": run_id})
+    engine.dispose()
+
+
+def test_an_older_servers_step_one_alarms_are_judged_by_todays_rules_at_start(settings):
+    """Runs judged before the step-one checks became setup findings kept step1-kl / step1-clip firing for good.
+    A server starting on that database clears each at the step today's rule would have (the next step logging KL;
+    the first step clipping in band), from the stored metrics; a running run with no such step yet is closed by
+    the live check at its next step; an ended one with none keeps its finding."""
+    one_batch = ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8"]
+    with TestClient(create_app(settings)) as client:
+        ended = external_run(client, overrides=one_batch)
+        running = external_run(client)
+        alone = external_run(client)
+        for run in (ended, running, alone):
+            send(client, run, 1, {"actor/reward_kl_penalty": 0.5, "actor/pg_clipfrac": 0.3})
+        assert alarm(health(client, ended), "step1-clip")["state"] == "firing"
+        client.post(f"{API}/runs/{alone['id']}/status", json={"status": "succeeded"}, headers=auth(alone))
+    quiet = settings.model_copy(update={"health_checks": False})
+    with TestClient(create_app(quiet)) as client:  # what the old server stored after step 1, judged by it no more
+        for step, clip in ((2, 0.2), (3, 0.0)):
+            send(client, ended, step, {"actor/reward_kl_penalty": 0.4, "actor/pg_clipfrac": clip})
+        client.post(f"{API}/runs/{ended['id']}/status", json={"status": "succeeded"}, headers=auth(ended))
+    for run in (ended, running, alone):
+        age_step_one_state(settings, run["id"], ("kl_done", "clip_done"))
+
+    with TestClient(create_app(settings)) as client:  # the repair runs as the server starts
+        found = {r["id"]: {a["id"]: a for a in health(client, r)["alarms"]} for r in (ended, running, alone)}
+        assert (found[ended["id"]]["step1-kl"]["state"], found[ended["id"]]["step1-kl"]["cleared_step"]) == ("cleared", 2)
+        assert (found[ended["id"]]["step1-clip"]["state"], found[ended["id"]]["step1-clip"]["cleared_step"]) == (
+            "cleared", 3)  # step 2 still clipped
+        assert found[running["id"]]["step1-kl"]["state"] == "firing"  # no later step yet: left to the live check
+        assert found[alone["id"]]["step1-kl"]["state"] == "firing"  # ended at step 1: the finding stays
+        listed = {r["id"]: r["health"]["firing"] for r in client.get(f"{API}/runs").json()["data"]}
+        assert listed[ended["id"]] == []  # no Runs badge left
+        send(client, running, 2, {"actor/reward_kl_penalty": 0.4})
+        assert alarm(health(client, running), "step1-kl")["cleared_step"] == 2
+    with TestClient(create_app(settings)) as client:  # once repaired, a later start changes nothing
+        assert alarm(health(client, ended), "step1-kl")["cleared_step"] == 2
+        assert alarm(health(client, alone), "step1-kl")["state"] == "firing"
+
+
 # ------------------------------------------------------------------------------------------------ auto-stop
 def test_auto_stop_cancels_a_kl_blow_up_with_the_alarm_as_reason(client):
     sick = external_run(client, overrides=["trainer.health.stop_on=[kl-high]", "trainer.health.stop_after_steps=7"])
