@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engine.config import ConfigError, uses_reference, world_size
@@ -60,6 +61,31 @@ def worker_env(cfg) -> dict[str, str]:
     return {**WORKER_ENV, **cfg.ray_init.runtime_env.get("env_vars", {})}
 
 
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def loopback_only():
+    """A Ray this process starts for itself listens on 127.0.0.1 only: its node gets the loopback address, which
+    Ray's single-machine switch keeps (without it Ray swaps in the machine's own address and its GCS, raylet and
+    workers listen on every interface; backend/services/ray_head.py has the details). The variable reaches Ray's
+    processes through their environment; for this process Ray read it at import, so its flag is set too. Both are
+    put back once Ray is up, so a later `ray.init(address=...)` of this process can join a cluster of several
+    machines. A value the user set is kept."""
+    from ray._private import ray_constants
+
+    if LOOPBACK_ONLY_ENV in os.environ:
+        yield
+        return
+    flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ONLY_ENV], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        os.environ.pop(LOOPBACK_ONLY_ENV, None)
+        ray_constants.ENABLE_RAY_CLUSTER = flag
+
+
 def start_ray(cfg) -> bool:
     """Connect to an existing cluster (ray_init.address or RAY_ADDRESS, as under `ray job submit`), or start
     a local one. Returns True when this process started Ray and so must stop it."""
@@ -76,8 +102,9 @@ def start_ray(cfg) -> bool:
             return False
         # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
         # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
-        ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
-                 include_dashboard=False, **kwargs)
+        with loopback_only():
+            ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
+                     include_dashboard=False, **kwargs)
     except (TypeError, ValueError) as exc:
         if runtime_env and "runtime" in str(exc).lower():  # e.g. an env var the submitted job's runtime_env sets too
             raise ConfigError(f"Ray refused ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
