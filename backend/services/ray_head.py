@@ -316,7 +316,6 @@ class LocalRayHead:
             log.warning("the local Ray head listens beyond loopback (RLSTUDIO_RAY_HEAD_HOST=%s): its GCS and raylet on "
                         "every interface, token auth on (%s); anyone who can reach this machine's ports and holds the "
                         "token can run code in it", self.host, self.token_path)
-        self._prepare_temp_dir()
         args = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                 # the job API (the dashboard) is the server's alone: loopback whatever the node's address
                 "--node-ip-address", self.host, "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
@@ -331,6 +330,7 @@ class LocalRayHead:
         with self._launch_lock, open(self.log_path, "ab") as log_file:
             if self.closed:
                 raise HeadClosed("the server is shutting down: the local Ray head is not started")
+            self._prepare_temp_dir()  # after the check: a start that is refused leaves no link behind
             self.process = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         record = HeadRecord(address=f"http://127.0.0.1:{ports['--dashboard-port']}",

@@ -147,6 +147,7 @@ def test_a_server_shut_down_mid_start_leaves_no_head(tmp_path):
     with pytest.raises(ray_head.HeadClosed, match="shutting down"):
         head.start()
     assert head.process is None
+    assert not head.temp_dir.is_symlink() or head.temp_dir == head.session_root  # no /tmp link left behind
 
 
 # ------------------------------------------------------------------------------------------------- loopback only
