@@ -156,6 +156,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = db.make_engine(settings.db_url)
     with app.state.engine.connect():  # first connection: WAL mode is set on the file from now on
         pass
+    from backend.services.health.legacy import close_stale_step_one
+
+    close_stale_step_one(app.state.engine)  # an older server's step-one alarms, firing for good: today's rules
     app.state.bus = EventBus()
     app.state.dispatcher = None
     logging.getLogger("uvicorn.access").addFilter(RedactTokens())

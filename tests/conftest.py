@@ -1,6 +1,9 @@
 """Fixtures shared by every test directory."""
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 
@@ -23,6 +26,17 @@ def ray_head(tmp_path_factory):
     head.start()
     yield head
     head.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_leaves_nothing_in_tmp():
+    """The Ray sessions and head links the suite creates under /tmp go when it ends (what still runs stays)."""
+    from tests.ray_leftovers import leftovers, remove
+
+    tmp = Path(tempfile.gettempdir())
+    before = leftovers(tmp)
+    yield
+    remove(leftovers(tmp) - before, grace=15)  # a run's Ray processes end just after the run
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ STOP_JOB = "rlstudio.health_stop_job"  # session.info: the Ray job an auto-stop 
 HEALTH_CHECKS = "rlstudio.health_checks"  # session.info: False when the server judges nothing (RLSTUDIO_HEALTH_CHECKS)
 _WATCHED: dict[str, bool] = {}  # key -> whether a check reads it (keys repeat every step: decide once)
 RANK = {"error": 2, "warning": 1}
+clock = time.time  # the server's clock, for when a step or a heartbeat arrived (tests plant old arrivals through it)
 
 
 def _watched(key: str) -> bool:
@@ -137,7 +138,7 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
     walls: dict[str, float] = {}  # per key, the wall time of its newest point (the stall check's clock)
     known = _WATCHED
     if series is not None:
-        now = time.time()
+        now = clock()
         for s in series:
             w = known.get(s.key)
             if w is None:
@@ -180,7 +181,7 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
         judged += check(data.setdefault(name, {}), points, ctx)
     stall.note_phases(data.setdefault("stall", {}), points)
     if newest is not None:
-        moving = stall.track(data.setdefault("stall", {}), *newest)
+        moving = stall.track(data.setdefault("stall", {}), *newest, received=clock())
         if moving is not None:
             judged.append(moving)
     return Pending(row, _advance_all(row, judged), lock)
@@ -285,7 +286,11 @@ def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
 
     with write_lock(session):
         row = _state(session, run.id)
-        row.data["heartbeat"] = {"phase": phase[:100], "time": float(began) if _finite(began) else time.time(),
+        # when the phase began, on the server's clock: the beat's arrival, less how long the phase had run when the
+        # engine sent it (`sent` − `time`, both the engine's clock: their difference holds whatever its offset)
+        sent = beat.get("sent")
+        age = sent - began if _finite(sent) and _finite(began) else 0.0
+        row.data["heartbeat"] = {"phase": phase[:100], "time": clock() - min(max(age, 0.0), 24 * 3600.0),
                                  "step": beat.get("step") if isinstance(beat.get("step"), int) else None}
         if isinstance(beat.get("detail"), str):  # what the phase waits on (the async trainer's wait_rollout)
             row.data["heartbeat"]["detail"] = beat["detail"][:300]
@@ -309,7 +314,7 @@ def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str
 
 def _refresh(session: Session, run: Run, now: float | None) -> str | None:
     row = _state(session, run.id)
-    judged = stall.judge(row.data.get("stall", {}), time.time() if now is None else now, row.data.get("heartbeat"))
+    judged = stall.judge(row.data.get("stall", {}), clock() if now is None else now, row.data.get("heartbeat"))
     if judged is None:
         session.rollback()  # nothing judged: the read ends here
         return None
