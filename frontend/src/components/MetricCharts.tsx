@@ -146,9 +146,10 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
   const panels = groupIntoPanels(mainKeys, declared, (key) => magnitudes.get(key) ?? 0);
   const axisId = (i: number) => (i === 0 ? "y" : `y${i + 1}`);
   const flagAxis = axisId(panels.length);
+  // a copy of the steps, never the store's array: it grows in place as points stream in, after this render
   const xOf = (s: Series, steps?: number[]) => options.xAxis === "time"
     ? (steps ? steps.map((st) => new Date(s.walls[s.steps.indexOf(st)] * 1000)) : s.walls.map((w) => new Date(w * 1000)))
-    : (steps ?? s.steps);
+    : (steps ?? s.steps.slice());
 
   const traces: Trace[] = [];
   const traceRun: number[] = [];
@@ -173,7 +174,7 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
       if (dup[i] !== -1 && dash === "solid") dash = "dash";
       const width = hasCopies.has(i) ? 3.4 : dup[i] !== -1 ? 1.8 : 1.6; // the copy, dashed, over a wider original
       const markers = wantsMarkers(it.s.steps.length, longest);
-      const base = { x: xOf(it.s), customdata: it.s.steps, yaxis: axisId(p), type: "scatter" as const,
+      const base = { x: xOf(it.s), customdata: it.s.steps.slice(), meta: `${it.run.id}|${it.key}` /* what it draws: tests read it */, yaxis: axisId(p), type: "scatter" as const,
         mode: markers ? "lines+markers" as const : "lines" as const, ...(markers ? { marker: { size: 5, color } } : {}) };
       const y = plottable(it.s.values);
       const hovertemplate = `${it.name}: %{y:${fmt}}<extra>step %{customdata}</extra>`;

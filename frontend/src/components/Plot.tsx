@@ -4,6 +4,10 @@
  * redraws with Plotly.react. Plotly's basic bundle (scatter, bar, pie: 1.2 MB instead of 4.6 MB, a quarter
  * of the start-up work) is its own chunk, fetched when the app starts (`loadPlotly`) while the page asks the
  * API for its data; a chart marks itself `data-ready` once drawn.
+ *
+ * Plotly keeps the arrays it is handed (gd.data) and extendTraces appends to them: it gets copies, never the
+ * caller's. A caller's array that grows in place (a live series' steps) would otherwise reach the chart twice,
+ * once by the push and again as extendTraces' tail: x one longer than y, every later point a step early.
  */
 import type * as PlotlyType from "plotly.js-basic-dist-min";
 import { useEffect, useRef, useState } from "react";
@@ -35,6 +39,11 @@ interface Props {
   height?: number;
   onPointClick?: (point: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
   ariaLabel?: string;
+}
+
+/** The trace with its own copies of the data arrays (see the module's comment). */
+function owned(t: Trace): Trace {
+  return { ...t, x: t.x.slice(), y: t.y.slice(), ...(t.customdata ? { customdata: t.customdata.slice() } : {}) };
 }
 
 const CONFIG: Partial<PlotlyType.Config> = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -73,7 +82,7 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
     } else {
       const full = { ...layout, height, autosize: true };
       try {
-        void Plotly.react(div, traces as PlotlyType.Data[], full, CONFIG).then(() => { div.dataset.ready = "true"; });
+        void Plotly.react(div, traces.map(owned) as PlotlyType.Data[], full, CONFIG).then(() => { div.dataset.ready = "true"; });
       } catch (e) {
         console.error("chart failed to draw", e); // one broken chart must not take the page down
       }
