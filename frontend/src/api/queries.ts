@@ -16,6 +16,7 @@ export const qk = {
   allRuns: ["runs"] as const,
   runs: (filters: object) => ["runs", filters] as const,
   run: (id: number) => ["run", id] as const,
+  runQueue: (id: number) => ["run-queue", id] as const,
   experiments: ["experiments"] as const,
   schema: ["config-schema"] as const,
   presets: ["presets"] as const,
@@ -55,6 +56,17 @@ export function useRun(id: number | null) {
     queryKey: qk.run(id ?? 0),
     queryFn: () => unwrap(sdk.getRun({ path: { run_id: id! } })),
     enabled: id !== null && Number.isFinite(id),
+  });
+}
+
+/** Why a queued or starting run waits (GET /runs/{id}/queue): asked again every few seconds while it does, since
+ *  other runs ending move it up and its own stream says nothing of theirs. */
+export function useRunQueue(id: number, waiting: boolean) {
+  return useQuery({
+    queryKey: qk.runQueue(id),
+    queryFn: () => unwrap(sdk.getRunQueue({ path: { run_id: id } })),
+    enabled: waiting,
+    refetchInterval: waiting ? 3000 : false,
   });
 }
 
