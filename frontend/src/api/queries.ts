@@ -5,7 +5,7 @@
 import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
 import type {
-  ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
+  ConfigCheck, ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
 } from "../client/types.gen";
 import { unwrap } from "./client";
 
@@ -182,6 +182,19 @@ export function useStepOverlaps(runId: number | null, params: OverlapQuery | nul
     queryFn: () => unwrap(sdk.listStepOverlaps({ path: { run_id: runId! }, query: params! })),
     enabled: runId !== null && params !== null,
     staleTime: 30_000,
+  });
+}
+
+/** What the engine resolves a config to (POST /config/validate): the New-run form shows the values a run will use
+ *  where it derives or caps them (micro-batches). A config it refuses has no plan (the form says why on submit). */
+export function useConfigPlan(body: ConfigCheck, enabled: boolean) {
+  return useQuery({
+    queryKey: ["config-plan", body],
+    queryFn: () => unwrap(sdk.validateConfig({ body })),
+    enabled,
+    placeholderData: keepPreviousData,
+    staleTime: Infinity,
+    retry: false,
   });
 }
 

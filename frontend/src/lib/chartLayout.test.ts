@@ -37,6 +37,7 @@ describe("number formats", () => {
     expect(axisNumbers(1.4)).toMatchObject({ exponentformat: "SI" });
     expect(axisNumbers(0.005)).toEqual({ tickformat: "~g", separatethousands: false });
     expect(axisNumbers(0)).toEqual({ tickformat: "~g", separatethousands: false }); // all zero: 0, not 0m
+    expect(axisNumbers(2e-6)).toEqual({ tickformat: "~e", separatethousands: false }); // a learning rate: 2e-6, not 2µ
   });
 });
 

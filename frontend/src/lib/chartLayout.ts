@@ -25,10 +25,12 @@ export function valueFormat(max: number): string {
  * Plotly's tick labels for a value axis whose largest |value| is `max`: one SI prefix shared by the ticks of an
  * axis from 10^3 up (12k 12.5k, 1.2M) instead of 1.28e+4, Plotly picking the digits from the tick spacing so
  * zooming in keeps labels distinct. Below 1 no prefix (0.005, not 5m, which reads as minutes): plain decimals,
- * exponents only past 10^-6 (1e-7).
+ * or below 10^-3 exponents on every tick (2e-6).
  */
 export function axisNumbers(max: number): Record<string, unknown> {
-  return max >= 1 ? AXIS_NUMBERS : { tickformat: "~g", separatethousands: false };
+  if (max >= 1) return AXIS_NUMBERS;
+  // tiny values (a learning rate): one notation for every tick (1e-6 9e-7), not 0.000001 beside 9e-7
+  return { tickformat: max > 0 && max < 1e-3 ? "~e" : "~g", separatethousands: false };
 }
 
 /** The tick labels of an axis of large numbers (see axisNumbers). */

@@ -98,10 +98,9 @@ export const CHARTS: ChartDef[] = [
     panels: [{ keys: ["response_length/clip_ratio"], title: "clip ratio: answers cut at the length limit", percent: true }] },
   { id: "update", title: "Update size: ppo_kl (old → new policy within a step) and clip fraction", keys: ["actor/ppo_kl"],
     panels: [{ keys: ["actor/pg_clipfrac"], title: "clip fraction: tokens whose ratio was clipped", percent: true }],
-    zeroNote: "Flat at 0, as expected here: each step made one update, on-policy (one PPO epoch over one mini-batch of the "
-      + "whole batch), so the policy that generated the answers is the one being updated: no KL between them, no ratio to "
-      + "clip. With several mini-batches (actor.ppo_mini_batch_size below data.train_batch_size) or PPO epochs, the later "
-      + "updates move away from it and this chart shows by how much." },
+    zeroNote: "Flat at 0, as expected here: each step made one on-policy update (one epoch over one mini-batch, the whole "
+      + "batch), so the old and new policy are the same: no KL between them, nothing to clip. With several mini-batches or "
+      + "epochs a step, it shows how far the later updates move." },
   { id: "grad-norm", title: "Grad norms (▲ on the step axis: update skipped, non-finite gradient)", keys: ["actor/grad_norm", "critic/grad_norm"],
     flags: { keys: ["actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite"], label: "update skipped" } },
   { id: "lr", title: "Learning rate", keys: ["actor/lr", "critic/lr"] },
