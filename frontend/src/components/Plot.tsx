@@ -82,7 +82,11 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
     } else {
       const full = { ...layout, height, autosize: true };
       try {
-        void Plotly.react(div, traces.map(owned) as PlotlyType.Data[], full, CONFIG).then(() => { div.dataset.ready = "true"; });
+        const start = performance.now();
+        void Plotly.react(div, traces.map(owned) as PlotlyType.Data[], full, CONFIG).then(() => {
+          div.dataset.ready = "true";
+          performance.measure("plot", { start, detail: traces.length }); // tests/ui/bench_compare.py reads these
+        });
       } catch (e) {
         console.error("chart failed to draw", e); // one broken chart must not take the page down
       }
