@@ -76,7 +76,7 @@ def post_steps(api, run, steps: list[int], rng: random.Random, total: int) -> No
     for s in steps:
         points += step_metrics(s, total, rng)
         if s % 4 == 0:
-            points.append({"key": VAL_KEY, "step": s, "value": 0.3 + 0.02 * s, "wall_time": time.time()})
+            points.append({"key": VAL_KEY, "step": s, "value": 0.1 + 0.002 * s, "wall_time": time.time()})
     api.metrics(run, points)
 
 
@@ -85,7 +85,7 @@ def test_live_charts_draw_the_api_series_while_a_run_trains(page, server):
     rng = random.Random(35)
     total = 20
     run = api.external_run("live-drawn", tags=["ui"])
-    api.metrics(run, [{"key": VAL_KEY, "step": 0, "value": 0.3, "wall_time": time.time()}])
+    api.metrics(run, [{"key": VAL_KEY, "step": 0, "value": 0.1, "wall_time": time.time()}])
     post_steps(api, run, [1, 2, 3, 4], rng, total)  # history the page fetches
     page.goto(f"{server.url}/runs/{run['id']}")
     expect(page.locator('[data-chart="score"] .plot[data-ready="true"]')).to_be_visible()
@@ -108,4 +108,15 @@ def test_live_charts_draw_the_api_series_while_a_run_trains(page, server):
     for s in (13, 14, 15, 16):
         post_steps(api, run, [s], rng, total)
         wait_drawn_as_api(page, api, run["id"], f"smoothed, step {s}", smoothed=True)
+
+    # the mode bar comes with the pointer (the first draw goes without it), and clicks still open a step's samples
+    score = page.locator('[data-chart="score"] .plot')
+    expect(score.locator(".modebar")).to_have_count(0)
+    score.hover()
+    expect(score.locator(".modebar")).to_have_count(1)
+    post_steps(api, run, [17], rng, total)  # still appended to, after the redraw that brought the bar
+    wait_drawn_as_api(page, api, run["id"], "step 17, after the mode bar", smoothed=True)
+    score.evaluate("gd => gd.emit('plotly_click', {points: [{x: 3, y: 0.5, customdata: 3, data: {name: gd.data[1].name}}]})")
+    expect(page).to_have_url(f"{server.url}/runs/{run['id']}/samples?step=3")
+    api.status(run, "succeeded")  # the session's server is shared: leave no run training
     assert not page.errors

@@ -69,10 +69,14 @@ def test_queued_run_says_why_and_health_is_not_judged_yet(page, server):
     made = [api.call("POST", "/api/v1/runs", {"name": f"waits-{i}", "preset": "demo", "launch": True, "tags": ["ui"]})
             for i in range(2)]
     try:
+        # (runs other tests launched on this shared server wait ahead of these two)
+        queue = api.get(f"/api/v1/runs/{made[1]['id']}/queue")
+        assert queue["position"] >= 2 and made[0]["id"] in [r["id"] for r in queue["ahead"]], queue
         page.goto(f"{server.url}/runs/{made[1]['id']}")
         note = page.locator("[data-queue-position]")
-        expect(note).to_have_attribute("data-queue-position", "2")
-        expect(note).to_contain_text(f"2nd in the queue, after run {made[0]['id']} (waits-0)")
+        expect(note).to_have_attribute("data-queue-position", str(queue["position"]))
+        expect(note).to_contain_text(queue["reason"])  # "3rd in the queue, after run 5 (…), run 6 (waits-0). This server …"
+        assert re.match(rf"{queue['position']}(st|nd|rd|th) in the queue, after run ", queue["reason"]), queue["reason"]
         expect(note).to_contain_text("RLSTUDIO_DISPATCH=false")  # this test server launches nothing, and says so
         expect(page.locator("#health [data-judged=no]")).to_have_text(re.compile("not judged yet"))
         expect(page.get_by_text("No health alarm")).to_have_count(0)

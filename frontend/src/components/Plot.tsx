@@ -47,6 +47,16 @@ function owned(t: Trace): Trace {
 }
 
 const CONFIG: Partial<PlotlyType.Config> = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+/** The first draw without the mode bar (zoom, pan, PNG): building it is a third of a chart's first draw, ten times
+ *  on the Compare page. A chart gets it when the pointer first comes over it (the bar only shows on hover). */
+const QUIET: Partial<PlotlyType.Config> = { ...CONFIG, displayModeBar: false };
+
+type PlotDiv = HTMLDivElement & {
+  on?: (ev: string, fn: (e: PlotlyType.PlotMouseEvent) => void) => void;
+  removeAllListeners?: (ev: string) => void;
+  data?: PlotlyType.Data[];
+  layout?: Partial<PlotlyType.Layout>;
+};
 
 export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ariaLabel }: Props) {
   const el = useRef<HTMLDivElement>(null);
@@ -54,6 +64,25 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
   const clickRef = useRef(onPointClick);
   clickRef.current = onPointClick;
   const [, setLoaded] = useState(plotly !== null);
+  const barShown = useRef(false);
+
+  // clicks on points; bound again after a redraw that starts the plot afresh (Plotly then drops its listeners)
+  const bindClick = (div: PlotDiv) => {
+    div.removeAllListeners?.("plotly_click");
+    div.on?.("plotly_click", (e) => {
+      const p = e.points?.[0];
+      if (p && clickRef.current) {
+        clickRef.current({ x: p.x, y: p.y, customdata: p.customdata, traceName: String(p.data.name ?? "") });
+      }
+    });
+  };
+
+  const showModeBar = () => {
+    const div = el.current as PlotDiv | null;
+    if (barShown.current || !div || !plotly || div.dataset.ready !== "true" || !div.data) return;
+    barShown.current = true;
+    void plotly.react(div, div.data, div.layout ?? {}, CONFIG).then(() => bindClick(div));
+  };
 
   useEffect(() => {
     const div = el.current;
@@ -83,7 +112,7 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
       const full = { ...layout, height, autosize: true };
       try {
         const start = performance.now();
-        void Plotly.react(div, traces.map(owned) as PlotlyType.Data[], full, CONFIG).then(() => {
+        void Plotly.react(div, traces.map(owned) as PlotlyType.Data[], full, barShown.current ? CONFIG : QUIET).then(() => {
           div.dataset.ready = "true";
           performance.measure("plot", { start, detail: traces.length }); // tests/ui/bench_compare.py reads these
         });
@@ -95,17 +124,12 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
   });
 
   useEffect(() => {
-    const div = el.current as (HTMLDivElement & { on?: (ev: string, fn: (e: PlotlyType.PlotMouseEvent) => void) => void }) | null;
+    const div = el.current as PlotDiv | null;
     if (!div) return;
     const ready = setInterval(() => {
       if (typeof div.on !== "function") return;
       clearInterval(ready);
-      div.on("plotly_click", (e) => {
-        const p = e.points?.[0];
-        if (p && clickRef.current) {
-          clickRef.current({ x: p.x, y: p.y, customdata: p.customdata, traceName: String(p.data.name ?? "") });
-        }
-      });
+      bindClick(div);
     }, 50);
     return () => {
       clearInterval(ready);
@@ -113,5 +137,5 @@ export function Plot({ traces, layout, resetKey, height = 260, onPointClick, ari
     };
   }, []);
 
-  return <div ref={el} className="plot" style={{ height }} role="img" aria-label={ariaLabel} />;
+  return <div ref={el} className="plot" style={{ height }} role="img" aria-label={ariaLabel} onPointerEnter={showModeBar} />;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { axisNumbers, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, valueFormat, wantsMarkers } from "./chartLayout";
+import { axisNumbers, constantRange, pointsForGrid, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, valueFormat, wantsMarkers } from "./chartLayout";
 
 describe("number formats", () => {
   it("SI prefixes with 3 significant digits for large numbers, never below 1", () => {
@@ -112,5 +112,15 @@ describe("flags and overlaps", () => {
     expect(wantsMarkers(6, 60)).toBe(true); // a validation every 10 steps
     expect(wantsMarkers(60, 60)).toBe(false);
     expect(wantsMarkers(20, 60)).toBe(false);
+  });
+});
+
+describe("points per series", () => {
+  it("about one per pixel of a chart's plot width", () => {
+    expect(pointsForGrid(1566)).toBe(431); // 1600 px window: 3 columns of ~515 px, ~431 px of plot each
+    expect(pointsForGrid(900)).toBe(361); // 2 columns
+    expect(pointsForGrid(400)).toBe(316); // 1 column
+    expect(pointsForGrid(100)).toBe(100);
+    expect(pointsForGrid(10_000)).toBeLessThanOrEqual(1000);
   });
 });

@@ -180,3 +180,15 @@ export function constantRange(values: readonly (readonly (number | null)[])[], l
 export function wantsMarkers(points: number, longest: number): boolean {
   return points <= 3 || points * 4 <= longest;
 }
+
+/**
+ * Points per series for a grid of charts `gridPx` wide (styles.css: columns of at least `minColPx`, `gapPx` apart;
+ * `chromePx` of card padding and axis margins around each plot): about one per pixel of a plot's width — the
+ * server's min/max buckets two pixels wide, as W&B buckets a series to the chart's width. More points than
+ * pixels draw nothing new and cost the query, the payload and Plotly's draw. Within [100, 1000].
+ */
+export function pointsForGrid(gridPx: number, minColPx = 440, gapPx = 11, chromePx = 84): number {
+  const cols = Math.max(1, Math.floor((gridPx + gapPx) / (minColPx + gapPx)));
+  const plot = (gridPx - gapPx * (cols - 1)) / cols - chromePx;
+  return Math.max(100, Math.min(1000, Math.round(plot)));
+}

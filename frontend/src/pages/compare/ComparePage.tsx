@@ -1,5 +1,5 @@
 /** Compare: overlay charts of the selected runs, the config keys that differ, final/best metrics. */
-import { useMemo } from "react";
+import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { useLiveMetrics } from "../../api/liveMetrics";
 import { isActive, useRuns, useRunsById } from "../../api/queries";
@@ -10,6 +10,7 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { PALETTE } from "../../components/useTheme";
+import { pointsForGrid } from "../../lib/chartLayout";
 import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
@@ -63,7 +64,9 @@ export function ComparePage() {
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
   const liveIds = runs.filter((r) => isActive(r.status)).map((r) => r.id);
   // one request for every chart, sent at once (the server expands the key patterns): no list of keys first
-  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, 500, undefined, COMPARE_QUERY.patterns); // ~2 points per pixel column
+  // about a point per pixel of a chart's width (main is at most 1600 px wide, 1.2rem padded): no more than it can show
+  const [maxPoints] = useState(() => pointsForGrid(Math.min(window.innerWidth, 1600) - 34));
+  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, maxPoints, undefined, COMPARE_QUERY.patterns);
   const wanted = useMemo(() => {
     const keys = new Set<string>();
     for (const run of store.byRun.values()) for (const k of run.keys()) keys.add(k);
