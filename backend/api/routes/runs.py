@@ -29,9 +29,9 @@ from backend.models import (
     RunUpdate,
 )
 from backend.services import artifacts, experiments, health, run_config
-from backend.services.dispatch import queue as dispatch_queue
 from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
+from backend.services.dispatch import queue as dispatch_queue
 from backend.services.run_config import RunConfigError
 from backend.settings import Settings
 

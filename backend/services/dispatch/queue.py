@@ -34,7 +34,7 @@ def _named(runs: list[RunRef]) -> str:
 
 def explain(session: Session, run: Run, *, max_concurrent: int, dispatch: bool) -> RunQueue:
     """Why `run` waits (queued: its place, the runs ahead of it, those holding the limit; starting: Ray has it)."""
-    ref = lambda r: RunRef(id=r.id, name=r.name, status=r.status)  # noqa: E731
+    ref = lambda r: RunRef(id=r.id, name=r.name, status=r.status)
     in_flight = [ref(r) for r in session.exec(select(Run).where(Run.source == "server", Run.status.in_(IN_FLIGHT))
                                               .order_by(Run.id)).all()]
     out = RunQueue(run_id=run.id, status=run.status, waiting=run.status in (RunStatus.queued, RunStatus.starting),
