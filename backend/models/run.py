@@ -161,3 +161,27 @@ class RunSummary(RunPublic):
 class RunsPublic(SQLModel):
     data: list[RunSummary]
     count: int
+
+
+class RunRef(SQLModel):
+    id: int
+    name: str
+    status: RunStatus
+
+
+class RunQueue(SQLModel):
+    """Why a run has not started yet (GET /runs/{id}/queue): its place in rlstudio's queue, the runs queued ahead of
+    it, the runs holding the concurrency limit, and the same in words."""
+
+    run_id: int
+    status: RunStatus
+    waiting: bool = Field(description="queued or starting: not running yet")
+    position: int | None = Field(default=None, description="its place among the queued runs, 1 = next to start; "
+                                 "null unless queued")
+    ahead: list[RunRef] = Field(default_factory=list, description="the queued runs that start before it")
+    in_flight: list[RunRef] = Field(default_factory=list, description="the server's runs starting or running now: "
+                                    "they hold the limit")
+    max_concurrent_runs: int = Field(description="RLSTUDIO_MAX_CONCURRENT_RUNS: runs starting or running at once")
+    dispatch: bool = Field(description="whether this server launches runs at all (RLSTUDIO_DISPATCH)")
+    reason: str | None = Field(default=None, description="why it waits and for what, in words; null when it "
+                               "does not wait")

@@ -21,6 +21,7 @@ from backend.models import (
     RunCreated,
     RunFork,
     RunPublic,
+    RunQueue,
     RunsPublic,
     RunStatus,
     RunStatusReport,
@@ -30,6 +31,7 @@ from backend.models import (
 from backend.services import artifacts, experiments, health, run_config
 from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
+from backend.services.dispatch import queue as dispatch_queue
 from backend.services.run_config import RunConfigError
 from backend.settings import Settings
 
@@ -112,6 +114,14 @@ def list_runs(
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(session: SessionDep, run_id: int):
     return get_run_or_404(session, run_id)
+
+
+@router.get("/{run_id}/queue", response_model=RunQueue)
+def get_run_queue(session: SessionDep, settings: SettingsDep, run_id: int):
+    """Why the run has not started: its place in the queue, the runs ahead of it, the runs holding the
+    concurrency limit (RLSTUDIO_MAX_CONCURRENT_RUNS), and the same in words. `waiting` is false once it runs."""
+    run = get_run_or_404(session, run_id)
+    return dispatch_queue.explain(session, run, max_concurrent=settings.max_concurrent_runs, dispatch=settings.dispatch)
 
 
 @router.patch("/{run_id}", response_model=RunPublic)

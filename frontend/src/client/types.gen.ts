@@ -1045,6 +1045,77 @@ export type RunPublic = {
 };
 
 /**
+ * RunQueue
+ *
+ * Why a run has not started yet (GET /runs/{id}/queue): its place in rlstudio's queue, the runs queued ahead of
+ * it, the runs holding the concurrency limit, and the same in words.
+ */
+export type RunQueue = {
+    /**
+     * Run Id
+     */
+    run_id: number;
+    status: RunStatus;
+    /**
+     * Waiting
+     *
+     * queued or starting: not running yet
+     */
+    waiting: boolean;
+    /**
+     * Position
+     *
+     * its place among the queued runs, 1 = next to start; null unless queued
+     */
+    position?: number | null;
+    /**
+     * Ahead
+     *
+     * the queued runs that start before it
+     */
+    ahead?: Array<RunRef>;
+    /**
+     * In Flight
+     *
+     * the server's runs starting or running now: they hold the limit
+     */
+    in_flight?: Array<RunRef>;
+    /**
+     * Max Concurrent Runs
+     *
+     * RLSTUDIO_MAX_CONCURRENT_RUNS: runs starting or running at once
+     */
+    max_concurrent_runs: number;
+    /**
+     * Dispatch
+     *
+     * whether this server launches runs at all (RLSTUDIO_DISPATCH)
+     */
+    dispatch: boolean;
+    /**
+     * Reason
+     *
+     * why it waits and for what, in words; null when it does not wait
+     */
+    reason?: string | null;
+};
+
+/**
+ * RunRef
+ */
+export type RunRef = {
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Name
+     */
+    name: string;
+    status: RunStatus;
+};
+
+/**
  * RunStatus
  */
 export type RunStatus = 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'lost';
@@ -2807,6 +2878,52 @@ export type UpdateRunResponses = {
 };
 
 export type UpdateRunResponse = UpdateRunResponses[keyof UpdateRunResponses];
+
+export type GetRunQueueData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/queue';
+};
+
+export type GetRunQueueErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type GetRunQueueError = GetRunQueueErrors[keyof GetRunQueueErrors];
+
+export type GetRunQueueResponses = {
+    /**
+     * Successful Response
+     */
+    200: RunQueue;
+};
+
+export type GetRunQueueResponse = GetRunQueueResponses[keyof GetRunQueueResponses];
 
 export type CancelRunData = {
     body?: never;
