@@ -119,6 +119,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from backend.services.health.watch import sweep_forever
 
         stalls = asyncio.create_task(sweep_forever(app, settings.health_sweep_s))
+        webhooks = None
+        if settings.webhooks:
+            from backend.services.webhooks.sender import WebhookSender
+
+            webhooks = asyncio.create_task(WebhookSender(app.state.engine, settings, app.state.bus).run_forever())
         dispatcher = None
         if settings.dispatch:
             from backend.services.dispatch import Dispatcher
@@ -131,6 +136,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             pruner.cancel()
             stalls.cancel()
+            if webhooks is not None:
+                webhooks.cancel()
             if dispatcher is not None:
                 await dispatcher.shutdown()
             app.state.engine.dispose()

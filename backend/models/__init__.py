@@ -61,6 +61,16 @@ from backend.models.sample import (
     StepOverlaps,
 )
 from backend.models.tool import RunTool, RunTools
+from backend.models.webhook import (
+    Webhook,
+    WebhookCreate,
+    WebhookDeliveriesPublic,
+    WebhookDelivery,
+    WebhookDeliveryPublic,
+    WebhookPublic,
+    WebhooksPublic,
+    WebhookUpdate,
+)
 
 __all__ = [
     "ACTIVE",
@@ -121,4 +131,12 @@ __all__ = [
     "SamplesPublic",
     "StepOverlap",
     "StepOverlaps",
+    "Webhook",
+    "WebhookCreate",
+    "WebhookDeliveriesPublic",
+    "WebhookDelivery",
+    "WebhookDeliveryPublic",
+    "WebhookPublic",
+    "WebhookUpdate",
+    "WebhooksPublic",
 ]

@@ -5,13 +5,18 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
-from pydantic import Strict
+from pydantic import Field, Strict
 from sqlalchemy import JSON, BigInteger, DateTime, Integer
 from sqlalchemy.types import TypeDecorator
 
 # Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
 Num = Annotated[float, Strict()]
-Int = Annotated[int, Strict()]
+# Integers are the database's 64 bits, checked with the body (a 422 naming the field) before anything reads them:
+# a row the database would refuse must not reach the ingest's health judge, which keeps state between batches.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int = Annotated[int, Strict(), Field(ge=INT64_MIN, le=INT64_MAX)]
+# A training step: what every upload's `step` may be (metrics, samples), the same bound everywhere.
+MAX_STEP = 2**62
 # What JSON cannot spell, as the dashboard logger sends it.
 NonFinite = Literal["NaN", "Infinity", "-Infinity"]
 

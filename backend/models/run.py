@@ -91,6 +91,7 @@ class RunStatusReport(SQLModel):
 
 
 class Run(RunBase, table=True):
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after a delete (migration 0008)
     id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
     experiment_id: int = Field(sa_column=Column(BigInt, ForeignKey("experiment.id", ondelete="CASCADE"),
                                                 nullable=False, index=True))

@@ -6,7 +6,7 @@ from pydantic import model_validator
 from sqlalchemy import Column, ForeignKey, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import BigInt, Int, JSONType, Num, clean_json
+from backend.models.common import MAX_STEP, BigInt, Int, JSONType, Num, clean_json
 from backend.models.trajectory import Turn, TurnIn, lift_from_extras
 
 Split = Literal["train", "val"]
@@ -75,7 +75,7 @@ def _default(data: dict, key: str, value: int) -> None:
 
 class SampleIn(SampleBase):
     # the same fields as stored, numbers strictly (no true/false or numeric strings)
-    step: Int = Field(ge=0)
+    step: Int = Field(ge=0, le=MAX_STEP)
     sample_index: Int = Field(ge=0)
     prompt_index: Int | None = None
     score: Num | None = None
