@@ -11,10 +11,13 @@ from sqlalchemy.types import TypeDecorator
 
 # Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
 Num = Annotated[float, Strict()]
+Int = Annotated[int, Strict()]
 # Integers are the database's 64 bits, checked with the body (a 422 naming the field) before anything reads them:
 # a row the database would refuse must not reach the ingest's health judge, which keeps state between batches.
+# A field with bounds of its own states both (`Field(ge=0, le=INT64_MAX)`): pydantic keeps the last bound given,
+# so Int64's would override a field's own.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-Int = Annotated[int, Strict(), Field(ge=INT64_MIN, le=INT64_MAX)]
+Int64 = Annotated[int, Strict(), Field(ge=INT64_MIN, le=INT64_MAX)]
 # A training step: what every upload's `step` may be (metrics, samples), the same bound everywhere.
 MAX_STEP = 2**62
 # What JSON cannot spell, as the dashboard logger sends it.

@@ -6,7 +6,7 @@ from pydantic import model_validator
 from sqlalchemy import Column, ForeignKey, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import MAX_STEP, BigInt, Int, JSONType, Num, clean_json
+from backend.models.common import INT64_MAX, MAX_STEP, BigInt, Int, Int64, JSONType, Num, clean_json
 from backend.models.trajectory import Turn, TurnIn, lift_from_extras
 
 Split = Literal["train", "val"]
@@ -76,8 +76,8 @@ def _default(data: dict, key: str, value: int) -> None:
 class SampleIn(SampleBase):
     # the same fields as stored, numbers strictly (no true/false or numeric strings)
     step: Int = Field(ge=0, le=MAX_STEP)
-    sample_index: Int = Field(ge=0)
-    prompt_index: Int | None = None
+    sample_index: Int = Field(ge=0, le=INT64_MAX)
+    prompt_index: Int64 | None = None
     score: Num | None = None
     reward: Num | None = None
     old_log_probs: list[Num | None] | None = None
@@ -86,11 +86,11 @@ class SampleIn(SampleBase):
     values: list[Num | None] | None = None
     loss_mask: list[Literal[0, 1]] | None = None
     turns: list[TurnIn] | None = None
-    policy_versions: list[Int] | None = None
-    policy_version_min: Int | None = None
-    policy_version_max: Int | None = None
-    staleness: Int | None = None
-    staleness_worst: Int | None = None
+    policy_versions: list[Int64] | None = None
+    policy_version_min: Int64 | None = None
+    policy_version_max: Int64 | None = None
+    staleness: Int64 | None = None
+    staleness_worst: Int64 | None = None
 
     @model_validator(mode="before")
     @classmethod
