@@ -5,19 +5,31 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
-from pydantic import Field, Strict
+from pydantic import BeforeValidator, Field, Strict
 from sqlalchemy import JSON, BigInteger, DateTime, Integer
 from sqlalchemy.types import TypeDecorator
 
 # Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
 Num = Annotated[float, Strict()]
-Int = Annotated[int, Strict()]
+
+
+EXACT = 2**53  # floats are exact integers up to here; past it a float may be an integer orjson could not hold
+
+
+def integral(value):
+    """JSON Schema's `integer` is any number without a fraction (`0.0` too): what the OpenAPI document allows is
+    taken. True/false and numeric strings stay refused (strict), and so do floats past 2^53: orjson reads an integer
+    past 64 bits as a float, which must not come out as a (rounded) 64-bit integer."""
+    return int(value) if type(value) is float and value.is_integer() and -EXACT <= value <= EXACT else value
+
+
+Int = Annotated[int, BeforeValidator(integral), Strict()]
 # Integers are the database's 64 bits, checked with the body (a 422 naming the field) before anything reads them:
 # a row the database would refuse must not reach the ingest's health judge, which keeps state between batches.
 # A field with bounds of its own states both (`Field(ge=0, le=INT64_MAX)`): pydantic keeps the last bound given,
 # so Int64's would override a field's own.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-Int64 = Annotated[int, Strict(), Field(ge=INT64_MIN, le=INT64_MAX)]
+Int64 = Annotated[int, BeforeValidator(integral), Strict(), Field(ge=INT64_MIN, le=INT64_MAX)]
 # A training step: what every upload's `step` may be (metrics, samples), the same bound everywhere.
 MAX_STEP = 2**62
 # What JSON cannot spell, as the dashboard logger sends it.

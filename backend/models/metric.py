@@ -55,7 +55,8 @@ class MetricPointIn(BaseModel):
 
 
 class MetricSeriesIn(BaseModel):
-    """Columnar form: one key, many steps (cheaper to send and to validate than one object per point)."""
+    """Columnar form: one key, many steps (cheaper to send and to validate than one object per point). `steps`,
+    `values` and `wall_times` (when given) have the same length: a 422 naming `series` otherwise."""
 
     key: str = PField(min_length=1, max_length=300)
     steps: list[Annotated[Int, PField(ge=0, le=2**62)]]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import model_validator
 from sqlalchemy import Column, ForeignKey, Index, Text, UniqueConstraint
@@ -74,6 +74,10 @@ def _default(data: dict, key: str, value: int) -> None:
 
 
 class SampleIn(SampleBase):
+    """One answer as a logger sends it. Rules between fields (a 422 naming the sample otherwise): `policy_versions`
+    has one version per token (as long as `tokens`), `policy_version_min` <= `policy_version_max` (each defaults to
+    the versions' oldest / newest), and each turn's `start` <= `end` <= the number of `tokens`."""
+
     # the same fields as stored, numbers strictly (no true/false or numeric strings)
     step: Int = Field(ge=0, le=MAX_STEP)
     sample_index: Int = Field(ge=0, le=INT64_MAX)
@@ -86,9 +90,10 @@ class SampleIn(SampleBase):
     values: list[Num | None] | None = None
     loss_mask: list[Literal[0, 1]] | None = None
     turns: list[TurnIn] | None = None
-    policy_versions: list[Int64] | None = None
-    policy_version_min: Int64 | None = None
-    policy_version_max: Int64 | None = None
+    # a version counts the actor's updates, as a step does: 0..2^62 (the staleness derived from them then fits)
+    policy_versions: list[Annotated[Int, Field(ge=0, le=MAX_STEP)]] | None = None
+    policy_version_min: Int | None = Field(default=None, ge=0, le=MAX_STEP)
+    policy_version_max: Int | None = Field(default=None, ge=0, le=MAX_STEP)
     staleness: Int64 | None = None
     staleness_worst: Int64 | None = None
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from backend.models.common import INT64_MAX, Int, Num
+from backend.models.common import INT64_MAX, Int, Num, integral
 
 Role = Literal["model", "tool"]
 
@@ -65,7 +65,7 @@ def normalize_turns(raw: Any, tokens: list | None) -> list[dict]:
         role = ROLES.get(t["role"]) if isinstance(t.get("role"), str) else None
         if role is None:
             raise ValueError(f"turns[{i}].role: {t.get('role')!r}; use 'model' (or 'assistant') or 'tool'")
-        start, end = t.get("start"), t.get("end")
+        start, end = integral(t.get("start")), integral(t.get("end"))
         for name, v in (("start", start), ("end", end)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"turns[{i}].{name}: {v!r}; a token position (an integer >= 0)")

@@ -22,7 +22,9 @@ EVENTS: tuple[str, ...] = WebhookEvent.__args__
 WebhookFormat = Literal["slack", "json"]
 DeliveryState = Literal["pending", "retrying", "delivered", "failed"]
 # (sqlmodel's `regex=` is not applied under pydantic 2: the pattern is on the type)
-Url = Annotated[str, StringConstraints(min_length=10, max_length=2000, pattern=r"^https?://[^\s/?#]+([/?#]\S*)?$")]
+# (ASCII classes, not \s: "whitespace" differs between regular-expression engines, e.g. on U+0085)
+Url = Annotated[str, StringConstraints(min_length=10, max_length=2000,
+                                       pattern=r"^https?://[^\x00-\x20/?#]+([/?#][^\x00-\x20]*)?$")]
 
 
 class WebhookFields(SQLModel):

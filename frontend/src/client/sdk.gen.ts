@@ -2,7 +2,7 @@
 
 import type { Client, Options as Options2, TDataShape } from './client';
 import { client } from './client.gen';
-import type { CancelRunData, CancelRunErrors, CancelRunResponses, CreateExperimentData, CreateExperimentErrors, CreateExperimentResponses, CreateRunData, CreateRunErrors, CreateRunResponses, DeleteExperimentData, DeleteExperimentErrors, DeleteExperimentResponses, DeleteRunData, DeleteRunErrors, DeleteRunResponses, DownloadRunFileData, DownloadRunFileErrors, DownloadRunFileResponses, ExportMetricsData, ExportMetricsErrors, ExportMetricsResponses, ExportSamplesData, ExportSamplesErrors, ExportSamplesResponses, ForkRunData, ForkRunErrors, ForkRunResponses, GetConfigSchemaData, GetConfigSchemaErrors, GetConfigSchemaResponses, GetExperimentData, GetExperimentErrors, GetExperimentResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLatestMetricsData, GetLatestMetricsErrors, GetLatestMetricsResponses, GetPresetData, GetPresetErrors, GetPresetResponses, GetRunData, GetRunErrors, GetRunHealthData, GetRunHealthErrors, GetRunHealthResponses, GetRunResponses, GetSampleData, GetSampleErrors, GetSampleResponses, IngestLogsData, IngestLogsErrors, IngestLogsResponses, IngestMetricsData, IngestMetricsErrors, IngestMetricsResponses, IngestSamplesData, IngestSamplesErrors, IngestSamplesResponses, ListExperimentsData, ListExperimentsErrors, ListExperimentsResponses, ListLogsData, ListLogsErrors, ListLogsResponses, ListNewestAnswersData, ListNewestAnswersErrors, ListNewestAnswersResponses, ListNoSignalPromptsData, ListNoSignalPromptsErrors, ListNoSignalPromptsResponses, ListPresetsData, ListPresetsErrors, ListPresetsResponses, ListRunFilesData, ListRunFilesErrors, ListRunFilesResponses, ListRunMetricKeysData, ListRunMetricKeysErrors, ListRunMetricKeysResponses, ListRunMetricsData, ListRunMetricsErrors, ListRunMetricsResponses, ListRunsData, ListRunsErrors, ListRunsResponses, ListRunToolsData, ListRunToolsErrors, ListRunToolsResponses, ListSampleRowsData, ListSampleRowsErrors, ListSampleRowsResponses, ListSamplesByPromptData, ListSamplesByPromptErrors, ListSamplesByPromptResponses, ListSamplesData, ListSamplesErrors, ListSamplesResponses, ListSampleStepsData, ListSampleStepsErrors, ListSampleStepsResponses, ListStepOverlapsData, ListStepOverlapsErrors, ListStepOverlapsResponses, ParseCommandData, ParseCommandErrors, ParseCommandResponses, QueryMetricKeysData, QueryMetricKeysErrors, QueryMetricKeysResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsResponses, ReportRunStatusData, ReportRunStatusErrors, ReportRunStatusResponses, ResumeRunData, ResumeRunErrors, ResumeRunResponses, StreamRunEventsData, StreamRunEventsErrors, StreamRunEventsResponses, StreamRunsEventsData, StreamRunsEventsErrors, StreamRunsEventsResponses, UpdateExperimentData, UpdateExperimentErrors, UpdateExperimentResponses, UpdateRunData, UpdateRunErrors, UpdateRunResponses, ValidateConfigData, ValidateConfigErrors, ValidateConfigResponses } from './types.gen';
+import type { CancelRunData, CancelRunErrors, CancelRunResponses, CreateExperimentData, CreateExperimentErrors, CreateExperimentResponses, CreateExperimentWebhookData, CreateExperimentWebhookErrors, CreateExperimentWebhookResponses, CreateRunData, CreateRunErrors, CreateRunResponses, CreateRunWebhookData, CreateRunWebhookErrors, CreateRunWebhookResponses, DeleteExperimentData, DeleteExperimentErrors, DeleteExperimentResponses, DeleteRunData, DeleteRunErrors, DeleteRunResponses, DeleteWebhookData, DeleteWebhookErrors, DeleteWebhookResponses, DownloadRunFileData, DownloadRunFileErrors, DownloadRunFileResponses, ExportMetricsData, ExportMetricsErrors, ExportMetricsResponses, ExportSamplesData, ExportSamplesErrors, ExportSamplesResponses, ForkRunData, ForkRunErrors, ForkRunResponses, GetConfigSchemaData, GetConfigSchemaErrors, GetConfigSchemaResponses, GetExperimentData, GetExperimentErrors, GetExperimentResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetLatestMetricsData, GetLatestMetricsErrors, GetLatestMetricsResponses, GetPresetData, GetPresetErrors, GetPresetResponses, GetRunData, GetRunErrors, GetRunHealthData, GetRunHealthErrors, GetRunHealthResponses, GetRunResponses, GetSampleData, GetSampleErrors, GetSampleResponses, GetWebhookData, GetWebhookErrors, GetWebhookResponses, IngestLogsData, IngestLogsErrors, IngestLogsResponses, IngestMetricsData, IngestMetricsErrors, IngestMetricsResponses, IngestSamplesData, IngestSamplesErrors, IngestSamplesResponses, ListExperimentsData, ListExperimentsErrors, ListExperimentsResponses, ListLogsData, ListLogsErrors, ListLogsResponses, ListNewestAnswersData, ListNewestAnswersErrors, ListNewestAnswersResponses, ListNoSignalPromptsData, ListNoSignalPromptsErrors, ListNoSignalPromptsResponses, ListPresetsData, ListPresetsErrors, ListPresetsResponses, ListRunFilesData, ListRunFilesErrors, ListRunFilesResponses, ListRunMetricKeysData, ListRunMetricKeysErrors, ListRunMetricKeysResponses, ListRunMetricsData, ListRunMetricsErrors, ListRunMetricsResponses, ListRunsData, ListRunsErrors, ListRunsResponses, ListRunToolsData, ListRunToolsErrors, ListRunToolsResponses, ListRunWebhooksData, ListRunWebhooksErrors, ListRunWebhooksResponses, ListSampleRowsData, ListSampleRowsErrors, ListSampleRowsResponses, ListSamplesByPromptData, ListSamplesByPromptErrors, ListSamplesByPromptResponses, ListSamplesData, ListSamplesErrors, ListSamplesResponses, ListSampleStepsData, ListSampleStepsErrors, ListSampleStepsResponses, ListStepOverlapsData, ListStepOverlapsErrors, ListStepOverlapsResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, ParseCommandData, ParseCommandErrors, ParseCommandResponses, QueryMetricKeysData, QueryMetricKeysErrors, QueryMetricKeysResponses, QueryMetricsData, QueryMetricsErrors, QueryMetricsResponses, ReportRunStatusData, ReportRunStatusErrors, ReportRunStatusResponses, ResumeRunData, ResumeRunErrors, ResumeRunResponses, StreamRunEventsData, StreamRunEventsErrors, StreamRunEventsResponses, StreamRunsEventsData, StreamRunsEventsErrors, StreamRunsEventsResponses, UpdateExperimentData, UpdateExperimentErrors, UpdateExperimentResponses, UpdateRunData, UpdateRunErrors, UpdateRunResponses, UpdateWebhookData, UpdateWebhookErrors, UpdateWebhookResponses, ValidateConfigData, ValidateConfigErrors, ValidateConfigResponses } from './types.gen';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -393,3 +393,76 @@ export const getRunHealth = <ThrowOnError extends boolean = false>(options: Opti
  * ended (its last step).
  */
 export const listNoSignalPrompts = <ThrowOnError extends boolean = false>(options: Options<ListNoSignalPromptsData, ThrowOnError>) => (options.client ?? client).get<ListNoSignalPromptsResponses, ListNoSignalPromptsErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/health/no-signal', ...options });
+
+/**
+ * Create Experiment Webhook
+ *
+ * Tell `url` about every run of this experiment (those to come too): alarms that fire or clear, and each run's
+ * end (`events`, default all).
+ */
+export const createExperimentWebhook = <ThrowOnError extends boolean = false>(options: Options<CreateExperimentWebhookData, ThrowOnError>) => (options.client ?? client).post<CreateExperimentWebhookResponses, CreateExperimentWebhookErrors, ThrowOnError>({
+    url: '/api/v1/experiments/{experiment_id}/webhooks',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List Run Webhooks
+ *
+ * Every webhook that tells this run's news: its own and its experiment's.
+ */
+export const listRunWebhooks = <ThrowOnError extends boolean = false>(options: Options<ListRunWebhooksData, ThrowOnError>) => (options.client ?? client).get<ListRunWebhooksResponses, ListRunWebhooksErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/webhooks', ...options });
+
+/**
+ * Create Run Webhook
+ *
+ * Tell `url` about this run: alarms that fire or clear, and its end (`events`, default all).
+ */
+export const createRunWebhook = <ThrowOnError extends boolean = false>(options: Options<CreateRunWebhookData, ThrowOnError>) => (options.client ?? client).post<CreateRunWebhookResponses, CreateRunWebhookErrors, ThrowOnError>({
+    url: '/api/v1/runs/{run_id}/webhooks',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List Webhooks
+ */
+export const listWebhooks = <ThrowOnError extends boolean = false>(options?: Options<ListWebhooksData, ThrowOnError>) => (options?.client ?? client).get<ListWebhooksResponses, ListWebhooksErrors, ThrowOnError>({ url: '/api/v1/webhooks', ...options });
+
+/**
+ * Delete Webhook
+ *
+ * The webhook goes; what it was sent stays in the runs' delivery logs.
+ */
+export const deleteWebhook = <ThrowOnError extends boolean = false>(options: Options<DeleteWebhookData, ThrowOnError>) => (options.client ?? client).delete<DeleteWebhookResponses, DeleteWebhookErrors, ThrowOnError>({ url: '/api/v1/webhooks/{webhook_id}', ...options });
+
+/**
+ * Get Webhook
+ */
+export const getWebhook = <ThrowOnError extends boolean = false>(options: Options<GetWebhookData, ThrowOnError>) => (options.client ?? client).get<GetWebhookResponses, GetWebhookErrors, ThrowOnError>({ url: '/api/v1/webhooks/{webhook_id}', ...options });
+
+/**
+ * Update Webhook
+ */
+export const updateWebhook = <ThrowOnError extends boolean = false>(options: Options<UpdateWebhookData, ThrowOnError>) => (options.client ?? client).patch<UpdateWebhookResponses, UpdateWebhookErrors, ThrowOnError>({
+    url: '/api/v1/webhooks/{webhook_id}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List Webhook Deliveries
+ *
+ * The run's delivery log, newest first: each event sent to each webhook, its state, attempts and last answer.
+ * The run's SSE stream sends a `webhook` event (one delivery) whenever an attempt ends.
+ */
+export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListWebhookDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListWebhookDeliveriesResponses, ListWebhookDeliveriesErrors, ThrowOnError>({ url: '/api/v1/runs/{run_id}/webhook-deliveries', ...options });
