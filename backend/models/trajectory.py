@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from backend.models.common import INT64_MAX, Int, Num, integral
+from backend.models.common import Count, Num, integral
 
 Role = Literal["model", "tool"]
 
@@ -20,8 +20,8 @@ class ToolCall(BaseModel):
 
 class Turn(BaseModel):
     role: Role
-    start: Int | None = Field(default=None, ge=0, le=INT64_MAX, description="first token of the turn in `tokens`")
-    end: Int | None = Field(default=None, ge=0, le=INT64_MAX, description="one past its last token")
+    start: Count | None = Field(default=None, description="first token of the turn in `tokens`")
+    end: Count | None = Field(default=None, description="one past its last token")
     text: str = Field(default="", description="model: what the model wrote; tool: the answer as the model saw it")
     tool_calls: list[ToolCall] = Field(default_factory=list, description="model turns: the calls it made")
     tool: str | None = Field(default=None, max_length=500, description="tool turns: which tool answered")

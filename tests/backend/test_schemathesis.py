@@ -48,6 +48,12 @@ def _sample_rules(sample: dict) -> bool:
     tokens, versions = sample.get("tokens"), sample.get("policy_versions") or []
     if isinstance(tokens, list) and versions and len(versions) != len(tokens):
         return True
+    mask = sample.get("loss_mask")
+    if isinstance(tokens, list) and isinstance(mask, list) and len(mask) != len(tokens):
+        return True
+    extras = sample.get("extras")
+    if isinstance(extras, dict) and ("turns" in extras or "loss_mask" in extras):
+        return True  # an older logger's turns: read as `turns` / `loss_mask`, by their rules
     low = sample.get("policy_version_min", min(versions, default=None))
     high = sample.get("policy_version_max", max(versions, default=None))
     low = min(versions) if low is None and versions else low

@@ -1350,6 +1350,10 @@ export type SampleAnswers = {
 
 /**
  * SampleIn
+ *
+ * One answer as a logger sends it. Rules between fields (a 422 naming the sample otherwise): `policy_versions`
+ * has one version per token (as long as `tokens`), `policy_version_min` <= `policy_version_max` (each defaults to
+ * the versions' oldest / newest), and each turn's `start` <= `end` <= the number of `tokens`.
  */
 export type SampleIn = {
     /**
