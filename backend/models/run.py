@@ -55,7 +55,7 @@ OVERRIDE_FORM = r"^(\+\+[^=.]+|\+?[^=.+][^=.]*)(\.[^=.]+)*=[\s\S]*$"
 
 def _override_form(text: str) -> str:
     key = text.split("=", 1)[0]
-    key = key[2:] if key.startswith("++") else key[1:] if key.startswith("+") else key
+    key = key.removeprefix("++") if key.startswith("++") else key.removeprefix("+")
     if "=" not in text or not key or not all(key.split(".")):
         raise ValueError(f"'{text[:100]}' is not of the form key=value (e.g. data.train_batch_size=32)")
     return text

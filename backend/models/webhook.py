@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import StringConstraints
-
 from sqlalchemy import Column, ForeignKey, Index, String, Text
 from sqlmodel import Field, SQLModel
 

@@ -15,7 +15,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
                     status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
@@ -33,7 +33,7 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> Receiver:
+    def __enter__(self):
         self._thread.start()
         return self
 

@@ -38,7 +38,7 @@ def test_webhook_panel_shows_masked_subscribers_and_the_delivery_log(page, serve
         expect(refused.locator("td.num")).to_have_text("1")  # a refusal is not retried
         text = page.locator("body").inner_text()
         assert "pageMustNotShowThis42" not in text and TOKEN not in text
-        assert [b["text"] for b in ok.bodies(SECRET)][0].startswith("🛑 Run")
+        assert next(b["text"] for b in ok.bodies(SECRET)).startswith("🛑 Run")
         assert [r["answered"] for r in flaky.requests] == [503, 200]
         shot(page, "run-webhooks")
         assert not page.errors, page.errors
