@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     health_checks: bool = True
     health_sweep_s: float = 30.0  # how often running runs are judged for a stall (backend/services/health/watch.py)
 
+    # webhooks (backend/services/webhooks/): false sends nothing (deliveries stay pending); a failed delivery is
+    # retried after webhook_backoff_s x 2^(attempt - 1) s (at most 300 s), webhook_attempts attempts in all
+    webhooks: bool = True
+    webhook_attempts: int = 5
+    webhook_backoff_s: float = 2.0
+    webhook_timeout_s: float = 10.0
+
     # Ingest limits (documented in the API; over them -> 413).
     max_metric_points_per_request: int = 10_000
     max_samples_per_request: int = 1_000

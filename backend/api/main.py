@@ -17,6 +17,7 @@ from backend.api.routes import (
     runs,
     samples,
     tools,
+    webhooks,
 )
 
 api_router = APIRouter()
@@ -36,6 +37,7 @@ for module in (runs, metrics, samples, logs):
 api_router.include_router(tools.router, dependencies=user, responses=responses(401, 403, 404))
 api_router.include_router(run_health.router, dependencies=user, responses=responses(401, 403, 404))
 api_router.include_router(imports.router, dependencies=user, responses=responses(401, 403, 413))
+api_router.include_router(webhooks.router, dependencies=user, responses=responses(401, 403, 404))
 
 
 def operation_id(route: APIRoute) -> str:

@@ -63,6 +63,16 @@ from backend.models.sample import (
     StepOverlaps,
 )
 from backend.models.tool import RunTool, RunTools
+from backend.models.webhook import (
+    Webhook,
+    WebhookCreate,
+    WebhookDeliveriesPublic,
+    WebhookDelivery,
+    WebhookDeliveryPublic,
+    WebhookPublic,
+    WebhooksPublic,
+    WebhookUpdate,
+)
 
 __all__ = [
     "ACTIVE",
@@ -96,8 +106,8 @@ __all__ = [
     "MetricSeriesIn",
     "MetricSeriesList",
     "MetricsIngest",
-    "Run",
     "NoSignalPrompts",
+    "Run",
     "RunCreate",
     "RunCreated",
     "RunFork",
@@ -125,4 +135,12 @@ __all__ = [
     "SamplesPublic",
     "StepOverlap",
     "StepOverlaps",
+    "Webhook",
+    "WebhookCreate",
+    "WebhookDeliveriesPublic",
+    "WebhookDelivery",
+    "WebhookDeliveryPublic",
+    "WebhookPublic",
+    "WebhookUpdate",
+    "WebhooksPublic",
 ]

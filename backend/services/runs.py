@@ -26,6 +26,8 @@ from backend.models import (
     RunPublic,
     RunStatus,
     Sample,
+    Webhook,
+    WebhookDelivery,
 )
 from backend.models.common import utcnow
 from backend.services import run_config
@@ -239,6 +241,10 @@ def set_status(session: Session, run: Run, status: RunStatus, *, error: str | No
         run.log_tail = log_tail
     session.add(run)
     announce(session, run)
+    if status in TERMINAL:  # once: terminal states stick
+        from backend.services.webhooks import on_run_ended
+
+        on_run_ended(session, run)
     return True
 
 
@@ -289,7 +295,8 @@ def log_tail(session: Session, run_id: int, lines: int = 50) -> str:
 def delete_run(session: Session, run: Run, runs_dir: Path) -> None:
     """Rows first (explicitly, not trusting FK cascades on every backend), then the run's own directory."""
     run_id = run.id
-    for model in (MetricPoint, Sample, LogLine, Artifact, HealthAlarm, HealthState, HealthPrompt):
+    for model in (MetricPoint, Sample, LogLine, Artifact, HealthAlarm, HealthState, HealthPrompt, WebhookDelivery,
+                  Webhook):
         session.exec(delete(model).where(model.run_id == run_id))
     session.exec(delete(Event).where(Event.channel == run_channel(run_id)))
     for child in session.exec(select(Run).where(Run.parent_id == run_id)).all():

@@ -94,3 +94,22 @@ def test_ray_job_client_info_lines_stay_off_the_console():
     assert result.returncode == 0, result.stderr
     assert "WebSocket closed" not in result.stderr, result.stderr
     assert "a warning of the job client" in result.stderr and "an own line" in result.stderr, result.stderr
+
+
+def test_ctrl_c_stops_quietly(tmp_path):
+    """Ctrl-C (SIGINT) shuts the server down cleanly and prints no KeyboardInterrupt traceback after "Application
+    shutdown complete" (issue 35); the exit status is a shell's for an interrupted program (130)."""
+    import signal
+
+    proc, _url, out = serve(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=60)  # a hang guard
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the server did not stop on SIGINT: {out.read_text()[-2000:]}")
+    text = out.read_text()
+    assert "Application shutdown complete" in text, text[-2000:]
+    after = text.split("Application shutdown complete", 1)[1]
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, after
+    assert code == 130, (code, text[-2000:])

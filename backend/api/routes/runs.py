@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse
+from pydantic import StringConstraints
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import config_error, unprocessable, validated_config
@@ -39,6 +40,7 @@ router = APIRouter(prefix="/runs", tags=["runs"])
 ingest_router = APIRouter(prefix="/runs", tags=["runs"])  # authenticated by the run's ingest token or the API token
 
 CONFIG_FILTER = re.compile(r"^[A-Za-z_][\w.]*=")
+SORT_VALUES = [f"{sign}{field}" for field in runs_service.SORTS for sign in ("", "-")]
 
 
 def _files_in(settings: Settings, launch: bool) -> Path | None:
@@ -84,11 +86,12 @@ def list_runs(
     not_tag: Annotated[list[str] | None, Query(description="runs with none of these tags (the UI hides 'archived')")]
     = None,
     q: Annotated[str | None, Query(max_length=200, description="name contains")] = None,
-    config: Annotated[list[str] | None, Query(
+    config: Annotated[list[Annotated[str, StringConstraints(pattern=CONFIG_FILTER.pattern)]] | None, Query(
         description="config value filters `dotted.key=value`, e.g. algorithm.adv_estimator=grpo")] = None,
     parent_id: int | None = None,
     sort: Annotated[str, Query(description="field, '-' prefix for descending: "
-                                           + ", ".join(sorted(runs_service.SORTS)))] = "-created_at",
+                                           + ", ".join(sorted(runs_service.SORTS)),
+                               json_schema_extra={"enum": SORT_VALUES})] = "-created_at",
     skip: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ):
@@ -214,13 +217,10 @@ def download_run_file(session: SessionDep, run_id: int, path: str):
 def report_run_status(run: IngestRunDep, session: SessionDep, body: RunStatusReport):
     """The engine's `log_status`: running / succeeded / failed (with `error`), and progress (`fields.step`,
     `fields.total_steps`). Terminal states stick. A `started` report's fields are the run's `facts`."""
-    mapped = runs_service.ENGINE_STATUS.get(body.status.lower())
-    if mapped is None:
-        raise unprocessable(["body", "status"],
-                            f"status: '{body.status}' is not one of {', '.join(runs_service.ENGINE_STATUS)}.")
+    mapped = runs_service.ENGINE_STATUS[body.status]  # the model's enum: these words only
     health.on_heartbeat(session, run, body.fields)  # `fields.phase`: where a stalled run is stuck
     # device, workers, trainable/total parameters: shown on the run page (live, with the run's status event)
-    if body.status.lower() == "started" and runs_service.record_facts(run, body.fields):
+    if body.status == "started" and runs_service.record_facts(run, body.fields):
         runs_service.announce(session, run)
     step, total = body.fields.get("step"), body.fields.get("total_steps")
     changed = runs_service.report_status(session=session, run=run, status=mapped, error=body.error,

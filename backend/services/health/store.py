@@ -341,6 +341,16 @@ def apply(session: Session, run: Run, pending: Pending | None) -> None:
         _apply(session, run, pending.row, pending.changes)
 
 
+def discard(session: Session, pending: Pending | None) -> None:
+    """A judged batch whose write failed (e.g. a number the database refuses) was never stored: its run's cached
+    state, which the judging advanced, is read again from the table by the next batch (called before `release`,
+    under the run's judge lock). Without this one refused batch would poison every later one of its run."""
+    if pending is not None:
+        cache = _CACHES.get(session.get_bind())
+        if cache is not None:
+            cache.pop(pending.row.run_id, None)
+
+
 def release(pending: Pending | None) -> None:
     if pending is not None and pending.lock.locked():
         pending.lock.release()
@@ -380,6 +390,9 @@ def _apply(session: Session, run: Run, row: State, changes: list[Change]) -> Non
         for change in changes:
             _write(session, run.id, change, now)
         session.flush()
+        from backend.services.webhooks import on_alarm_changes
+
+        on_alarm_changes(session, run, changes)  # an alarm that fired or cleared: its webhooks are told
         body = report(session, run.id)
         add_event(session, run_channel(run.id), "health", body)
         add_event(session, RUNS_CHANNEL, "health", {"id": run.id, "health": _summary(body)})
