@@ -42,19 +42,25 @@ def _differ(a: dict, b: dict) -> dict:
     return {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
 
 
-@pytest.fixture(scope="module")
-def sync_run(tiny_model, arith_data, tmp_path_factory):
-    """The sync run the strict async modes are compared with, trained once for the tests that only read it (the
-    in-process runs are seeded: each is the same to the bit whenever it runs)."""
-    return _train(tiny_model, arith_data, tmp_path_factory.mktemp("sync") / "run")
+_sync_runs: dict[tuple, object] = {}
 
 
-@pytest.mark.slow  # a 3-step engine run (and the module's sync run)
+def _sync_run(tiny_model, arith_data, out):
+    """The sync run (SMALL) the strict async modes are compared with, trained once per module into the first caller's
+    `out`: the callers read its metrics only, and the in-process runs are seeded, so it is the same run to the bit
+    whenever it is trained."""
+    key = (tiny_model, str(arith_data))
+    if key not in _sync_runs:
+        _sync_runs[key] = _train(tiny_model, arith_data, out)
+    return _sync_runs[key]
+
+
+@pytest.mark.slow  # a 3-step engine run (and the sync run, once per module)
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd, sync_run):
+def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd):
     """separate_async samples in a rollout process of its own (rollout_process.py): built as the worker builds its
     copy, on the worker's random state, so the tokens and log-probs that cross the pipe are the sync run's."""
-    sync = sync_run
+    sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     capfd.readouterr()
     strict = _train(tiny_model, arith_data, tmp_path / mode, **{
         "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 1,
@@ -232,15 +238,14 @@ def test_bypass_mode_takes_the_rollouts_log_probs_as_the_old_ones(tiny_model, ar
 
 @pytest.mark.ray
 @pytest.mark.slow  # an engine run through Ray
-def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny_model, arith_data, tmp_path,
-                                                                           sync_run):
+def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny_model, arith_data, tmp_path):
     import json
 
     from tests.integration.helpers import run_engine
 
     import torch
 
-    sync = sync_run
+    sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     out = tmp_path / "ray"
     # the Ray worker gets this process's CPU threads (the in-process run's), so the kernels split work alike
     args = base_args(tiny_model, arith_data, out, **{**SMALL, "trainer.logger": "[console,file]", "ray_init.mode": "ray",
