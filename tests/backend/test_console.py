@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from backend.services.ray_head import free_port
+from tests.waiting import alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,15 +26,16 @@ def serve(tmp_path: Path, *flags: str):
         proc = subprocess.Popen([sys.executable, "-m", "backend", "--port", str(port), "--data-dir",
                                  str(tmp_path / "data"), *flags], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        assert proc.poll() is None, out.read_text()
-        if "rlstudio is up" in out.read_text():
-            break
-        time.sleep(0.2)
-    else:
+
+    def banner() -> bool:
+        alive(proc, out.read_text)
+        return "rlstudio is up" in out.read_text()
+
+    try:
+        wait_for(banner, 120, 0.2, "the banner", out.read_text)
+    except AssertionError as never:
         proc.kill()
-        pytest.fail(f"no banner in 120 s: {out.read_text()}")
+        pytest.fail(str(never))
     return proc, url, out
 
 
@@ -68,9 +70,7 @@ def test_access_log_flag_turns_them_on(tmp_path):
     proc, url, out = serve(tmp_path, "--access-log")
     try:
         httpx.get(url + "/healthz")
-        deadline = time.time() + 30
-        while "GET /healthz" not in out.read_text() and time.time() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: "GET /healthz" in out.read_text(), 30, 0.2, "the access log line", out.read_text)
         text = out.read_text()
     finally:
         stop(proc)

@@ -10,14 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from tests.backend.conftest import external_run
+from tests.backend.conftest import auth, external_run
 
 API = "/api/v1"
 NAN = float("nan")
-
-
-def auth(run: dict) -> dict:
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
 def send(client, run, step: int, values: dict[str, float], wall_time: float | None = None) -> None:
