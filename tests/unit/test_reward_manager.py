@@ -40,7 +40,10 @@ def make_batch(tokenizer, texts, sources, truths, extra_infos=None, width=None, 
 def test_default_dispatch_gsm8k_and_unknown():
     assert default_compute_score("openai/gsm8k", "so #### 72", "72") == 1.0
     assert default_compute_score("gsm8k", "so #### 71", "72") == 0.0
-    assert default_compute_score("openai/gsm8k", "so #### 71", "72", format_score=0.1) == 0.1
+    # a shaped score keeps verl's strict accuracy beside it (held-out accuracy is then val-core/.../acc)
+    assert default_compute_score("openai/gsm8k", "so #### 71", "72", format_score=0.1) == {"score": 0.1, "acc": 0.0}
+    assert default_compute_score("openai/gsm8k", "so #### 72", "72", format_score=0.1) == {"score": 1.0, "acc": 1.0}
+    assert default_compute_score("openai/gsm8k", "no answer", "72", format_score=0.1) == {"score": 0.0, "acc": 0.0}
     with pytest.raises(NotImplementedError) as e:
         default_compute_score("my/task", "x", "y")
     assert "'my/task'" in str(e.value) and "custom_reward_function.path=" in str(e.value)
