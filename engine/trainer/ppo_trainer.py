@@ -9,22 +9,29 @@ the batch over the data-parallel workers and joins the results.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import time
 import uuid
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
+from engine.algos.dynamic_sampling import rows_with_signal
 from engine.algos.kl import make_kl_controller
 from engine.config.resolve import uses_reference, world_size
+from engine.data.dataset import collate
 from engine.protocol import Batch
 from engine.reward.manager import RewardComputeError, RewardResult
+from engine.reward.reward_model import ModelReward
+from engine.rollout import registry as rollout_registry
+from engine.rollout import versions
+from engine.rollout.metrics import agent_metrics
 from engine.trainer import checkpointing
 from engine.trainer import failed_groups as failed_groups_module
 from engine.trainer.advantages import compute_advantages
-from engine.trainer.asynchronous import versions
 from engine.trainer.balance import balanced_order
 from engine.trainer.heartbeat import Heartbeat
 from engine.trainer.hooks import after_step_hook
@@ -33,7 +40,6 @@ from engine.trainer.learning_signal import zero_std_groups
 from engine.trainer.metrics import step_metrics
 from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
 from engine.trainer.rollout_mismatch import apply_rollout_correction, bypass_old_log_probs, correction_enabled
-from engine.rollout.metrics import agent_metrics
 from engine.trainer.samples import build_samples
 from engine.trainer.validation_metrics import validation_metrics
 
@@ -53,8 +59,6 @@ class PPOTrainer:
             reward_fn = copy.copy(reward_fn)  # validation's still raises
             reward_fn.mark_failures = True
         if cfg.reward_model.enable:  # the reward model's score, computed on the workers, joins the reward
-            from engine.reward.reward_model import ModelReward
-
             self.reward_model = RewardModelRole(worker_group)
             reward_fn, val_reward_fn = ModelReward(reward_fn, self.reward_model), ModelReward(val_reward_fn,
                                                                                               self.reward_model)
@@ -84,7 +88,7 @@ class PPOTrainer:
                                  and not correction_enabled(alg.rollout_correction)  # it needs them first
                                  and not alg.rollout_correction.bypass_mode)  # old = the rollout's, as asked
         # vLLM holds its own copy of the weights, streamed in after every update; the HF rollout uses the actor's
-        self.rollout_has_own_weights = cfg.actor_rollout_ref.rollout.name == "vllm"
+        self.rollout_has_own_weights = rollout_registry.backend(cfg.actor_rollout_ref.rollout).own_weights
         self.global_step = 0
         self.after_step = after_step_hook()  # RLSTUDIO_AFTER_STEP, or None
         self.ckpt_root = os.path.expanduser(cfg.trainer.default_local_dir)
@@ -189,8 +193,6 @@ class PPOTrainer:
         DAPO's refills are whole loader batches (`more()`), a failure's alone exactly the missing groups
         (`more(k)`). Returns the kept batch, its reward and the evicted groups' samples (of step `step`). Touches no
         trainer state but `log` (the async rollout thread runs it for the batches it makes ahead)."""
-        from engine.algos.dynamic_sampling import rows_with_signal
-
         fg, want = self.cfg.algorithm.filter_groups, self.cfg.data.train_batch_size
         kept_batches, kept_rewards, kept_groups, seen_groups, num_gen = [], [], 0, 0, 0
         no_signal = failed_groups = 0
@@ -278,8 +280,6 @@ class PPOTrainer:
     def validate(self) -> tuple[dict[str, float], list[dict]]:
         if self.val_dataset is None or len(self.val_dataset) == 0:
             return {}, []
-        from engine.data.dataset import collate
-
         self.heartbeat.enter("validation", self.global_step)
         cfg = self.cfg
         val_kwargs = cfg.actor_rollout_ref.rollout.val_kwargs
@@ -391,8 +391,6 @@ def dump_generations(directory: str | None, step: int, samples: list[dict]) -> N
     """verl's rollout_data_dir / validation_data_dir: one JSON-lines file of generations per step."""
     if not directory or not samples:
         return
-    import json
-
     directory = os.path.expanduser(directory)
     os.makedirs(directory, exist_ok=True)
     keep = ("prompt", "response", "score", "reward", "ground_truth", "data_source", "prompt_index", "step")
@@ -411,8 +409,6 @@ def _check_finite(metrics: dict[str, float]) -> None:
 
 
 def _object_array(values):
-    import numpy as np
-
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
     return arr

@@ -12,7 +12,7 @@ import torch
 
 from engine.protocol import Batch
 from engine.trainer.asynchronous.driver import RolloutAhead
-from engine.trainer.asynchronous.versions import KEY
+from engine.rollout.versions import KEY
 
 
 class Loader:

@@ -23,8 +23,9 @@ import torch
 
 from engine.data.dataset import collate
 from engine.protocol import Batch
+from engine.rollout import versions
 from engine.rollout.hf_rollout import assemble
-from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.asynchronous import staleness
 
 PROMPT_KEYS = ("input_ids", "attention_mask", "position_ids")
 

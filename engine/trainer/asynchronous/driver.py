@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
+from engine.rollout import versions
 from engine.trainer import failed_groups
-from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.asynchronous import staleness
 from engine.trainer.asynchronous.carry import CarryFeeder
 from engine.trainer.ppo_trainer import PPOTrainer
 from engine.trainer.roles import StepLog
@@ -250,7 +251,9 @@ class AsyncPPOTrainer(PPOTrainer):
         v1 = cfg.trainer.v1
         self.partial_chunk = int(v1.partial_rollout_chunk) if v1.partial_rollout else 0
         self.reissue: list = []  # set by a resume: carry-over's prompts in flight at the checkpoint
-        self.wg.all_call("behaviour_init")
+        # no run-ahead: the rollout generates only while the workers wait, so each shares one random stream with its
+        # rollout process (separate_async)
+        self.wg.all_call("behaviour_init", shared_stream=self.settings.ahead == 0)
 
     def clock(self) -> float:
         """Seconds since the run started, on the wall clock (the same for the producer's and the trainer's spans)."""
