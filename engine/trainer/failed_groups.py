@@ -1,7 +1,7 @@
 """Failed groups (verl V1's `failure` group status): a group is failed when the reward function raised (or returned
 something unusable) for any of its answers. Where they are refilled (always in the async modes; in sync with
 trainer.v1.sampler.sync_refill_failed_groups=True) the reward manager marks failed rows instead of raising, and the
-trainer evicts their groups and refills from the loader's next prompts (PPOTrainer.keep_groups). Elsewhere the reward
+trainer evicts their groups and refills from the loader's next prompts (group_selection.keep_groups). Elsewhere the reward
 function's error fails the run, as before. Pure functions; the loop is the trainer's."""
 from __future__ import annotations
 

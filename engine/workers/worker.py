@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import socket
 import time
 import warnings
@@ -29,6 +28,7 @@ from engine.workers import auto_micro
 from engine.workers.behaviour.host import BehaviourHost
 from engine.workers.build import RoleBuilder, default_packing, load_tokenizer
 from engine.workers.checkpoints import WorkerCheckpoints
+from engine.workers.memory import memory_stats
 from engine.workers.profiling import maybe_profile
 
 
@@ -240,28 +240,7 @@ class TrainWorker:
         self.checkpoints.export_hf(self.actor_module, directory)
 
     def memory_stats(self) -> dict:
-        stats = self._state_sizes()
-        if self.device_type == "cuda":
-            return {**stats, "perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated() / 2**30,
-                    "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved() / 2**30}
-        return {**stats, "perf/cpu_max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
-
-    def _state_sizes(self) -> dict:
-        """This rank's parameter and AdamW-state bytes per trained role (LoRA: what the adapter saves)."""
-        def local_bytes(t) -> int:
-            t = t.to_local() if hasattr(t, "to_local") else t
-            return t.numel() * t.element_size()
-
-        out = {}
-        roles = [("actor", getattr(self, "actor", None)), ("critic", getattr(self, "critic", None))]
-        for name, role in roles:
-            if role is None:
-                continue
-            states = [v for st in role.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
-            out[f"perf/{name}_optimizer_state_gb"] = sum(local_bytes(v) for v in states) / 2**30
-            trained = [p for group in role.optimizer.param_groups for p in group["params"]]
-            out[f"perf/{name}_trained_param_gb"] = sum(local_bytes(p) for p in trained) / 2**30
-        return out
+        return memory_stats(self.device_type, [("actor", self.actor), ("critic", self.critic)])
 
     def shutdown(self) -> None:
         if getattr(self, "behaviour", None) is not None:  # separate_async: stop the rollout process

@@ -45,7 +45,7 @@ def _differ(a: dict, b: dict) -> dict:
 @pytest.mark.slow  # two 3-step engine runs
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
 def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd):
-    """separate_async samples in a rollout process of its own (rollout_process.py): built as the worker builds its
+    """separate_async samples in a rollout process of its own (engine/workers/behaviour/process.py): built as the worker builds its
     copy, on the worker's random state, so the tokens and log-probs that cross the pipe are the sync run's."""
     sync = _train(tiny_model, arith_data, tmp_path / "sync")
     capfd.readouterr()

@@ -33,8 +33,8 @@ from engine.workers.build import RoleBuilder, behaviour_dtype
 class BehaviourPolicy:
     def __init__(self, actor_module, build_module, build_rollout, dtype: torch.dtype | None = None):
         """`build_module()`: the actor's model as a plain module (unsharded, full weights in `dtype`, on the
-        worker's device; build.py's `plain_copy`); `build_rollout(module)`: the rollout that samples with it (the hf rollout's
-        static decoder); `dtype`: what a publish casts the actor's weights to (the copy's)."""
+        worker's device; RoleBuilder.behaviour_module); `build_rollout(module)`: the rollout that samples with it (the
+        hf rollout's static decoder); `dtype`: what a publish casts the actor's weights to (the copy's)."""
         self.actor_module, self.dtype = actor_module, dtype
         # Left as loaded (requires_grad as the actor's): generation runs under no_grad either way, but on the CPU
         # a forward over weights without requires_grad takes another kernel path and differs in the last bits
