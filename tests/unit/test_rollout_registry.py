@@ -38,7 +38,8 @@ def test_vllm_at_tensor_parallel_2_is_refused_on_the_cpu_with_its_key():
 def test_multi_turn_with_vllm_at_tensor_parallel_2_is_refused_with_its_key():
     with pytest.raises(ConfigError, match="works with actor_rollout_ref.rollout.tensor_model_parallel_size=1") as err:
         build_config(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
-                      "actor_rollout_ref.rollout.multi_turn.enable=True", "trainer.device=cuda", "trainer.n_gpus_per_node=2"])
+                      "actor_rollout_ref.rollout.multi_turn.enable=True", "trainer.device=cuda",
+                      "trainer.n_gpus_per_node=2"])
     assert err.value.key == registry.TP_KEY
 
 
