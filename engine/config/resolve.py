@@ -6,6 +6,7 @@ import difflib
 
 from engine.config.errors import ConfigError
 from engine.config.registry import refuse_unsupported
+from engine.config.rollout_correction import parse_is_threshold, parse_rs
 from engine.config.schema import PPOConfig, all_keys
 from engine.config.trainer_mode import check_trainer_mode
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
@@ -38,8 +39,6 @@ def world_size(cfg: PPOConfig) -> int:
 
 def _check_rollout_correction(cfg: PPOConfig) -> None:
     """Thresholds parse, and the rollout returns the log-probs the correction divides by."""
-    from engine.config.rollout_correction import parse_is_threshold, parse_rs
-
     rc, rollout = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.rollout
     prefix = "algorithm.rollout_correction"
     try:
