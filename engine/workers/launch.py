@@ -12,8 +12,12 @@ import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import torch
+
 from engine.config import ConfigError, uses_reference, world_size
-from engine.distributed.worker_group import InProcessWorkerGroup, WorkerGroup
+from engine.config.trainer_mode import is_async
+from engine.distributed.worker_group import WORKER_ENV, InProcessWorkerGroup, WorkerGroup
+from engine.workers.worker import TrainWorker, free_port
 
 
 def uses_ray(cfg) -> bool:
@@ -48,16 +52,12 @@ def worker_concurrency(cfg) -> int:
     collective (the behaviour copy is unsharded, behaviour.py), so the collectives on the workers' process group keep
     one order, the main thread's; the two calls then share the worker as the in-process worker's two threads do
     (the behaviour policy's snapshots under its lock). Sync: 1, every call in order."""
-    from engine.config.trainer_mode import is_async
-
     return 2 if is_async(cfg) else 1
 
 
 def worker_env(cfg) -> dict[str, str]:
     """The environment variables of each Ray worker: rlstudio's (WORKER_ENV), then the user's
     ray_init.runtime_env.env_vars, which win (an actor's own env_vars would otherwise override the job's)."""
-    from engine.distributed.worker_group import WORKER_ENV
-
     return {**WORKER_ENV, **cfg.ray_init.runtime_env.get("env_vars", {})}
 
 
@@ -193,8 +193,6 @@ def first_call(group, cfg) -> tuple[str, int]:
 def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Workers:
     """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them.
     `worker_cls`: another class with TrainWorker's constructor, `address` and `init` (the tests' probes)."""
-    from engine.workers.worker import TrainWorker, free_port
-
     worker_cls = worker_cls or TrainWorker
 
     uses_ref = uses_reference(cfg)
@@ -211,8 +209,6 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
                                    env_vars=worker_env(cfg), max_concurrency=worker_concurrency(cfg))
             addr, port = first_call(group, cfg)
         else:
-            import torch
-
             # the worker keeps this process's thread count (on CPU a Ray worker gets its share of the cores)
             group = InProcessWorkerGroup(worker_cls, init_args=(cfg, total_steps, device, torch.get_num_threads()))
             addr, port = "127.0.0.1", free_port()

@@ -58,7 +58,7 @@ def _sync_run(tiny_model, arith_data, out):
 @pytest.mark.slow  # a 3-step engine run (and the sync run, once per module)
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
 def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd):
-    """separate_async samples in a rollout process of its own (rollout_process.py): built as the worker builds its
+    """separate_async samples in a rollout process of its own (engine/workers/behaviour/process.py): built as the worker builds its
     copy, on the worker's random state, so the tokens and log-probs that cross the pipe are the sync run's."""
     sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     capfd.readouterr()
