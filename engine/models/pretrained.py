@@ -24,6 +24,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.models.paths import cache_dir
+
 MARKER = "rlstudio-pretrained.json"  # written last: its presence means the folder is complete
 
 
@@ -89,8 +91,6 @@ def sha256_of(path: str | os.PathLike) -> str:
 
 
 def wheel_cache() -> Path:
-    from engine.builtins import cache_dir
-
     return Path(cache_dir()) / "wheels"
 
 
