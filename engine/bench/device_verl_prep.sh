@@ -2,7 +2,8 @@
 # Issue 38: prepares verl 0.9.1 itself for the device machine, in a site of its own (/tmp/verl-site there), so that
 # verl's pins (transformers 5.9.0, vLLM 0.24.0, tokenizers 0.22.2) never touch rlstudio's runs (image: torch 2.11.0,
 # transformers 5.17.0; rlstudio's vLLM 0.26.0 goes to /tmp/site from device_vllm_prep.sh's bundle).
-# Run it here, in the project root:   bash engine/bench/device_verl_prep.sh
+# Run it here, in the project root:   bash engine/bench/device_verl_prep.sh   (XZ_LEVEL=9: the parts' xz level; -9 takes
+# ~10 min of one free core, the folders it writes are ignored by git)
 # It builds one tar and splits it into ignored folders .whl-verl1, 2, ... of <= 57 MiB each (5 parts, ~270 MB).
 #
 # What verl needs on the path of `python -m verl.trainer.main_ppo` (its default v1 trainer, sync mode: Ray
@@ -57,7 +58,7 @@ dl -d "$tmp" "vllm==$VLLM" "verl==$VERL"
 (cd "$tmp/site" && unzip -q ../vllm-*.whl && unzip -q ../verl-*.whl && tar -c \
    --exclude='vllm/third_party/deep_gemm' --exclude='vllm/third_party/fmha_sm100' --exclude='vllm/vllm-rs' \
    --exclude='vllm/entrypoints/serve/instrumentator/static' --exclude='vllm/benchmarks' \
-   vllm vllm-*.dist-info verl verl-*.dist-info | xz -T0 -9 > "$b/verl.tar.xz")
+   vllm vllm-*.dist-info verl verl-*.dist-info | xz -T0 -${XZ_LEVEL:-9} > "$b/verl.tar.xz")
 # verl's core needs beyond the image
 dl -d "$b/wheels" transformers==5.9.0 tokenizers==0.22.2 tensordict==0.10.0 pyvers==0.1.0 orjson==3.13.0 \
   importlib-metadata==10.2.0 codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.3.1 ray==2.60.0 jsonschema==4.26.0 \
