@@ -61,7 +61,7 @@ dl -d "$tmp" "vllm==$VLLM" "verl==$VERL"
    vllm vllm-*.dist-info verl verl-*.dist-info | xz -T0 -${XZ_LEVEL:-9} > "$b/verl.tar.xz")
 # verl's core needs beyond the image
 dl -d "$b/wheels" transformers==5.9.0 tokenizers==0.22.2 tensordict==0.10.0 pyvers==0.1.0 orjson==3.13.0 \
-  importlib-metadata==10.2.0 codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.3.1 ray==2.60.0 jsonschema==4.26.0 \
+  importlib-metadata==8.7.0 codetiming==1.4.0 hydra-core==1.3.8 omegaconf==2.3.1 ray==2.60.0 jsonschema==4.26.0 \
   jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 torchdata==0.11.0 datasets==5.2.0 \
   dill==0.4.1 multiprocess==0.70.19 transferqueue==0.1.10 pyzmq==27.3.0 msgspec==0.23.0
 python3 -m pip wheel -q --no-deps -w "$b/wheels" antlr4-python3-runtime==4.9.3   # sdist only: pure Python

@@ -43,7 +43,9 @@ nvidia-cutlass-dsl quack-kernels tokenspeed-mla humming-kernels anthropic mcp op
 supervisor mbridge aiohttp-cors colorful opencensus py-spy smart-open virtualenv
 """.split()}
 # Bundle versions that knowingly break a pin, with the reason (device_verl_prep.sh's header).
-ACCEPTED = {("vllm", "apache-tvm-ffi"): "xgrammar 0.2.8 needs tvm-ffi >= 0.1.15 (seen on the device)"}
+ACCEPTED = {("vllm", "apache-tvm-ffi"): "xgrammar 0.2.8 needs tvm-ffi >= 0.1.15 (seen on the device)",
+            ("mistral-common", "numpy"): "the image's numpy 2.5.2 ran vLLM 0.26 with mistral_common 1.13.1 "
+                                         "(device_vllm_prep.sh, 2026-12-06)"}
 
 
 def metadata(text: str) -> tuple[str, str, list[str]]:
@@ -84,7 +86,9 @@ def check(found: dict[str, tuple[str, list[str]]]) -> tuple[list[str], list[str]
             elif dep in IMAGE:
                 have = IMAGE_VERSIONS.get(dep)
                 if have and req.specifier and not req.specifier.contains(Version(have), prereleases=True):
-                    problems.append(f"{pkg} needs {line!r}, the image has {dep} {have}: carry it")
+                    why = ACCEPTED.get((pkg, dep))
+                    (notes if why else problems).append(f"{pkg} needs {line!r}, the image has {dep} {have}"
+                                                        + (f" (accepted: {why})" if why else ": carry it"))
             elif dep in LEFT_OUT:
                 notes.append(f"{pkg} needs {dep}: left out (not on the path)")
             else:
