@@ -50,15 +50,15 @@ run_one() {  # run_one LABEL SYSTEM(verl|rl) KIND(ppo|grpo) MODEL [extra key=val
   local t0; t0=$(python3 -c 'import time; print(time.time())')
   local w; w=$(gpu_watch "$OUT/$label-gpu.txt")
   if [ "$system" = verl ]; then
-    mapfile -t args < <(python3 -m engine.bench.verl_args "$kind" "$model" /tmp/seed-data "$STEPS" "${COMMON[@]}" \
+    mapfile -t args < <(rl_env python3 -m engine.bench.verl_args "$kind" "$model" /tmp/seed-data "$STEPS" "${COMMON[@]}" \
       "trainer.default_local_dir=$ck" "trainer.rollout_data_dir=/tmp/rollouts-$label" \
       trainer.project_name=issue38 "trainer.experiment_name=$label" "$@")
     VERL_FILE_LOGGER_PATH=$OUT/$label.jsonl verl_env python3 -m verl.trainer.main_ppo "${args[@]}" 2>&1 \
       | stamp "$t0" > "$OUT/$label.log"
   else
-    mapfile -t args < <(python3 -c "from engine.bench.seed_run import seed_overrides
+    mapfile -t args < <(rl_env python3 -c "from engine.bench.seed_run import seed_overrides
 print('\\n'.join(seed_overrides('$model', '/tmp/seed-data', $STEPS)))")
-    [ "$kind" = grpo ] && mapfile -t -O "${#args[@]}" args < <(python3 -c "from engine.bench.verl_args import GRPO
+    [ "$kind" = grpo ] && mapfile -t -O "${#args[@]}" args < <(rl_env python3 -c "from engine.bench.verl_args import GRPO
 print('\\n'.join(GRPO))")
     rl_env python3 -m engine.main_ppo "${args[@]}" "${COMMON[@]}" "trainer.default_local_dir=$ck" "$@" 2>&1 \
       | stamp "$t0" > "$OUT/$label.log"
@@ -122,7 +122,7 @@ assert transformers.__file__.startswith('$VSITE'), transformers.__file__" 2>&1 |
     model=/tmp/smollm2; reward=(custom_reward_function.reward_kwargs.format_score=0.1)
     # verl: its GRPO example keys, the same response budget and lr as rlstudio's run below; verl's GSM8K rule with
     # format_score 0.1 through a custom reward file (verl passes no kwargs to its default scorer)
-    mapfile -t vargs < <(python3 -m engine.bench.verl_args grpo-learn $model /tmp/seed-data "$LEARN_STEPS" \
+    mapfile -t vargs < <(rl_env python3 -m engine.bench.verl_args grpo-learn $model /tmp/seed-data "$LEARN_STEPS" \
       "trainer.logger=['console','file']" trainer.val_before_train=True trainer.test_freq=10 trainer.save_freq=-1 \
       "reward.custom_reward_function.path=$REPO/engine/bench/verl_gsm8k_reward.py" \
       reward.custom_reward_function.name=compute_score \
@@ -133,7 +133,7 @@ assert transformers.__file__.startswith('$VSITE'), transformers.__file__" 2>&1 |
       python3 -m verl.trainer.main_ppo "${vargs[@]}" > $runs/verl-$seed.log 2>&1 < /dev/null &
     echo $! > $runs/verl-$seed.pid
     # rlstudio: the identical command (device_real_model.sh's GRPO run)
-    mapfile -t rargs < <(python3 -c "from engine.bench.seed_run import seed_overrides
+    mapfile -t rargs < <(rl_env python3 -c "from engine.bench.seed_run import seed_overrides
 from engine.bench.verl_args import GRPO
 print('\\n'.join(seed_overrides('$model', '/tmp/seed-data', $LEARN_STEPS) + GRPO))")
     setsid nohup env PYTHONPATH=$RSITE:$REPO python3 -m engine.main_ppo "${rargs[@]}" \
