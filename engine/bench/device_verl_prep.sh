@@ -29,7 +29,8 @@
 #   wheels-rl/   gguf 0.19.0 for engine.models.pretrained --wheel (installed into rlstudio's /tmp/site)
 # Left out, and why:
 #   flash-attn 2.8.3 (verl's fsdp extra): no wheel on PyPI for torch 2.11/CUDA 13 (sdist only, builds against the
-#     CUDA toolkit for ~1 h): the models use sdpa (+...override_config.attn_implementation=sdpa, verl_args.py)
+#     CUDA toolkit for ~1 h): the models use sdpa (+...override_config.attn_implementation=sdpa) and run padded
+#     (use_remove_padding=False: verl's packed rows need flash-attn's varlen kernel; verl_args.py says why)
 #   wandb, tensorboard's writer, mlflow, swanlab: imported only when that logger is chosen (utils/tracking.py); the
 #     runs use ['console','file']
 #   pylatexenc, math-verify: only the math rewards import them; GSM8K's does not

@@ -15,9 +15,10 @@ from engine.bench.seed_run import seed_overrides
 # - verl's validate_config refuses a run without the log-prob micro-batch sizes (rlstudio plans them itself):
 #   verl's own quick start values;
 # - flash-attn has no wheel for the image's torch 2.11/CUDA 13 on PyPI (only an sdist that builds for an hour against
-#   the CUDA toolkit): the models use PyTorch's sdpa. verl's packed (remove-padding) path stays on: transformers 5.9
-#   builds the block-diagonal mask from the packed position ids when the attention mask is None (masking_utils
-#   find_packed_sequence_indices), so packed sdpa attends within each sequence only.
+#   the CUDA toolkit): the models use PyTorch's sdpa, and so verl's packed (remove-padding) path is off: verl packs
+#   the micro-batch into one row with attention_mask=None for flash-attn's varlen kernel, and with sdpa the second
+#   sequence then attends to the first (seen on the CPU here with transformers 5.9 and a tiny Qwen2: packed logits
+#   of the second sequence differ from its own by 0.71, as much as with no packing at all; the first agrees to 2e-7).
 VERL_NEEDS = [
     "actor_rollout_ref.rollout.name=vllm",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
@@ -26,6 +27,8 @@ VERL_NEEDS = [
     "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
     "+critic.model.override_config.attn_implementation=sdpa",
+    "actor_rollout_ref.model.use_remove_padding=False",
+    "critic.model.use_remove_padding=False",
 ]
 
 # verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh keys), n = 5, KL as a loss; the same keys that

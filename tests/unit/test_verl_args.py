@@ -42,6 +42,8 @@ def test_seed_command_composes_in_verls_config():
     assert cfg.actor_rollout_ref.rollout.name == "vllm"
     assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert cfg.critic.model.override_config.attn_implementation == "sdpa"
+    # packed rows need flash-attn's varlen kernel: with sdpa verl runs padded
+    assert not cfg.actor_rollout_ref.model.use_remove_padding and not cfg.critic.model.use_remove_padding
     assert cfg.trainer.total_training_steps == 12 and list(cfg.trainer.logger) == ["console", "file"]
     assert cfg.trainer.use_v1  # verl's default trainer, as a user gets it
 
