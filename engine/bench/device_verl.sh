@@ -18,6 +18,8 @@
 #                      on the card, each in its own process session (setsid: they outlive the call), validation
 #                      every 10 steps; data.seed / rollout seed = SEED on both
 #   learn-poll SECONDS waits, then copies both logs and metrics to $OUT;   learn-stop   ends both
+#     (not tried: verl's vLLM asks for 0.4 of the card at its start; if rlstudio's run holds too much by then, vLLM
+#     refuses to start: then run the two one after the other)
 # Every run part writes under $OUT: LABEL.log (console, each line prefixed with seconds since launch), LABEL.jsonl
 # (verl: its `file` logger, VERL_FILE_LOGGER_PATH, one {"step": N, "data": {...}} a step with timing_s/*;
 # rlstudio: its metrics.jsonl), LABEL-gpu.txt (peak GPU memory over the run from nvidia-smi every 0.5 s, both

@@ -4,8 +4,8 @@
 # transformers 5.17.0; rlstudio's vLLM 0.26.0 goes to /tmp/site from device_vllm_prep.sh's bundle).
 # Run it here, in the project root:   bash engine/bench/device_verl_prep.sh   (XZ_LEVEL=9: the parts' xz level; -9 takes
 # ~10 min of one free core, the folders it writes are ignored by git)
-# It builds one tar and splits it into ignored folders .whl-verl1, 2, ... of <= 57 MiB each (about 6 parts at XZ_LEVEL=9, estimated;
-# 8 at XZ_LEVEL=1, seen here).
+# It builds one tar and splits it into ignored folders .whl-verl1, 2, ... of <= 57 MiB each (6-8 parts: 8 at XZ_LEVEL=0 and 1, seen here;
+# fewer at 9, not yet built: it needs ~10 free-core minutes).
 #
 # What verl needs on the path of `python -m verl.trainer.main_ppo` (its default v1 trainer, sync mode: Ray
 # TaskRunnerV1 -> TransferQueue -> FSDP engine workers (engine_workers.ActorRolloutRefWorker / TrainingWorker) ->
