@@ -10,7 +10,7 @@ from engine.config.rollout_correction import parse_is_threshold, parse_rs
 from engine.config.schema import PPOConfig, all_keys
 from engine.config.trainer_mode import check_trainer_mode
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
-from engine.rollout import registry as rollout_registry
+import engine.rollout.registry as rollout_registry
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:

@@ -15,7 +15,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
-from engine.rollout import registry as rollout_registry
+import engine.rollout.registry as rollout_registry
 
 # UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form; "x-group"
 # fields get a card of their own there, named by the group (after the essentials, before "Advanced").

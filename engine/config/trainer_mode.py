@@ -8,7 +8,7 @@ name rather than run synchronously.
 from __future__ import annotations
 
 from engine.config.errors import ConfigError
-from engine.rollout import registry as rollout_registry
+import engine.rollout.registry as rollout_registry
 
 ASYNC_MODES = ("colocate_async", "separate_async")
 

@@ -30,6 +30,10 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app).exclude(path_regex
 # fields, or the engine's config schema, which GET /config/schema serves): such a request must be a 422 naming the
 # field the rule is about. Each rule here is in the document's descriptions.
 ENGINE_CONFIG = {("POST", "/api/v1/runs"), ("POST", "/api/v1/runs/{run_id}/fork"), ("POST", "/api/v1/config/validate")}
+# an imported file's content (verl's JSONL, its Hydra YAML, TensorBoard's records) is a rule no schema states: a
+# file that is not what its field takes is a 422 naming that field (the operations' 422 description)
+IMPORT_FILES = {("POST", "/api/v1/imports/verl"): {"metrics", "config", "rollout", "validation"},
+                ("POST", "/api/v1/imports/tensorboard"): {"events"}}
 NESTED_QUANTIFIER = metrics_routes._NESTED_QUANTIFIER  # what the server refuses, as its description says
 
 
@@ -78,6 +82,7 @@ def stated_rule(case) -> set[str]:
         broken.add("experiment_id")  # a reference to an experiment that may not exist (stated on the field)
     if (method, path) in ENGINE_CONFIG and (body.get("config") or body.get("overrides")):
         broken.add("config")  # a key or value the engine's schema refuses: a config_error naming it
+    broken |= IMPORT_FILES.get((method, path), set())
     low, high = _values(query, "min_turns"), _values(query, "max_turns")
     if low and high and int(low[0]) > int(high[0]):
         broken.add("max_turns")

@@ -35,10 +35,11 @@ MAX_FILES = 100_000  # a long run's rollout_data_dir has a file per step
 COPY_CHUNK = 1024 * 1024
 
 
-def _file_schema(description: str, many: bool = False) -> dict[str, Any]:
+def _file_schema(description: str, many: bool = False, required: bool = False) -> dict[str, Any]:
     one = {"type": "string", "format": "binary"}
-    return {"type": "array", "items": one, "description": description} if many else {**one,
-                                                                                        "description": description}
+    if not many:
+        return {**one, "description": description}
+    return {"type": "array", "items": one, "description": description, **({"minItems": 1} if required else {})}
 
 
 TARGET_FIELDS = {
@@ -176,7 +177,7 @@ async def import_verl(request: Request):
 
 @router.post("/imports/tensorboard", status_code=status.HTTP_201_CREATED, response_model=RunImported,
              responses=IMPORT_RESPONSES, openapi_extra=_body(["events"], {
-                 "events": _file_schema("event files (events.out.tfevents.*) of one run", many=True)}))
+                 "events": _file_schema("event files (events.out.tfevents.*) of one run", many=True, required=True)}))
 async def import_tensorboard(request: Request):
     """A run from TensorBoard event files (verl's `tensorboard` logger, TRL's default): every scalar as a
     metric. 422 names `events` and the file."""
