@@ -4,7 +4,8 @@ reason that may pass (no answer, a timeout, a 5xx, 408, 429) after `backoff_s` x
 MAX_BACKOFF_S), until `attempts` attempts were made; a refusal (another 4xx) or a redirect (not followed: the
 address is the subscriber's to fix) fails at once. It is woken by every commit that writes a feed event (what a run's
 end and an alarm's change always do) and looks every POLL_S seconds besides. Deliveries left pending by a stopped
-server are sent when it starts again: each event is sent at least once."""
+server are sent when it starts again: each event is sent at least once. One subscriber's messages go one after
+another, oldest first (a retried one may arrive after a later one)."""
 from __future__ import annotations
 
 import asyncio
@@ -41,6 +42,16 @@ class Attempt:
     url: str | None  # None: the webhook was deleted before it was sent
     token: str | None
     form: str
+    webhook_id: int | None = None
+
+
+def in_order_per_webhook(due: list[Attempt]) -> list[list[Attempt]]:
+    """The round's attempts as one queue per webhook, oldest first: a subscriber gets its messages in the order the
+    events happened ("fired" before "cleared"), while different subscribers are served at once."""
+    queues: dict[int | None, list[Attempt]] = {}
+    for attempt in sorted(due, key=lambda a: a.id):
+        queues.setdefault(attempt.webhook_id, []).append(attempt)
+    return list(queues.values())
 
 
 def backoff(attempts: int, base_s: float) -> float:
@@ -64,7 +75,8 @@ class WebhookSender:
                     try:
                         due, next_due = await asyncio.to_thread(self._due)
                         if due:
-                            await asyncio.gather(*(self._deliver(http, a) for a in due))
+                            await asyncio.gather(*(self._deliver_in_turn(http, queue)
+                                                   for queue in in_order_per_webhook(due)))
                             continue  # more may be due
                     except Exception:  # the loop must outlive a bad row or a database hiccup: say so, go on
                         log.exception("webhooks: a delivery round failed")
@@ -86,7 +98,11 @@ class WebhookSender:
             later = session.exec(select(func.min(WebhookDelivery.next_attempt_at)).where(
                 WebhookDelivery.state.in_(WAITING), WebhookDelivery.next_attempt_at > now)).one()
         return [Attempt(d.id, d.run_id, d.event, d.payload, w.url if w else None, w.token if w else None,
-                        w.format if w else "json") for d, w in rows], later
+                        w.format if w else "json", d.webhook_id) for d, w in rows], later
+
+    async def _deliver_in_turn(self, http: httpx.AsyncClient, queue: list[Attempt]) -> None:
+        for attempt in queue:
+            await self._deliver(http, attempt)
 
     async def _deliver(self, http: httpx.AsyncClient, attempt: Attempt) -> None:
         if attempt.url is None:
