@@ -40,8 +40,12 @@ def chart_points(page, chart: str) -> int:
 
 
 def test_runs_table_updates_live(page, server):
-    run = server.api.external_run("live-status", tags=["ui"])
-    page.goto(server.url + "/")
+    run = server.api.external_run("live-status", tags=["ui", "live-table"])
+    # a newer run of the same tag, held-out score lower: first by date, second by held-out score
+    lower = server.api.external_run("live-status-lower", tags=["live-table"])
+    server.api.metrics(lower, [{"key": "val-core/arith/reward/mean@1", "step": 1, "value": 0.125}])
+    page.goto(server.url + "/?tag=live-table")  # the server is shared: other tests' runs are filtered out
+    expect(page.locator("tbody tr").first).to_have_attribute("data-run-id", str(lower["id"]))
     row = page.locator(f'tr[data-run-id="{run["id"]}"]')
     expect(row.locator("[data-status]")).to_have_text("running")
     server.api.metrics(run, step_metrics(3, 10, random.Random(1)))
@@ -55,6 +59,7 @@ def test_runs_table_updates_live(page, server):
     page.get_by_role("button", name="Held-out").click()
     expect(page).to_have_url(re.compile(r"sort=-val"))
     expect(page.locator("tbody tr").first).to_have_attribute("data-run-id", str(run["id"]))
+    expect(page.locator("tbody tr").nth(1)).to_have_attribute("data-run-id", str(lower["id"]))
     shot(page, "runs-table")
     assert not page.errors
 
