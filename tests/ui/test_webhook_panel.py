@@ -4,6 +4,8 @@ receiver, retried then delivered to a flaky one, refused by a third. A real rece
 the secret path and token never reach the page."""
 from __future__ import annotations
 
+import re
+
 from playwright.sync_api import expect
 
 from tests.backend.webhook_receiver import Receiver
@@ -41,4 +43,40 @@ def test_webhook_panel_shows_masked_subscribers_and_the_delivery_log(page, serve
         assert next(b["text"] for b in ok.bodies(SECRET)).startswith("🛑 Run")
         assert [r["answered"] for r in flaky.requests] == [503, 200]
         shot(page, "run-webhooks")
+        assert not page.errors, page.errors
+
+
+def test_subscribing_from_the_run_page(page, server):
+    """The form on the run page: a refused address is named at its field and stays to be fixed; a good one
+    subscribes, and the run's end reaches the receiver in Slack's form; remove stops it."""
+    with Receiver() as receiver:
+        run = server.api.external_run("webhooks-form")
+        server.api.status(run, "running")
+        page.goto(f"{server.url}/runs/{run['id']}")
+        panel = page.locator(".webhooks")
+        expect(panel).to_have_attribute("data-webhooks", "0")
+        panel.locator("summary").first.click()
+        form = page.get_by_role("form", name="subscribe a webhook")
+        form.locator("input[name=url]").fill("ftp://example.org/hook")
+        form.get_by_role("button", name="Subscribe").click()
+        expect(form.locator("[data-field-error=url]")).to_contain_text("http")
+        expect(form.locator("input[name=url]")).to_have_value("ftp://example.org/hook")  # kept, to be fixed
+        form.locator("input[name=url]").fill(receiver.url + SECRET)
+        form.locator("input[name=token]").fill(TOKEN)
+        form.locator("input[value='alarm.fired']").uncheck()
+        form.get_by_role("button", name="Subscribe").click()
+        expect(page.locator("section.webhooks")).to_have_attribute("data-webhooks", "1")
+        hooks = server.api.call("GET", f"/api/v1/runs/{run['id']}/webhooks")["data"]
+        assert [(h["format"], h["has_token"], "alarm.fired" in h["events"], h["run_id"]) for h in hooks] == [
+            ("slack", True, False, run["id"])]
+        server.api.status(run, "succeeded")
+        expect(page.locator("section.webhooks tr[data-event='run.succeeded'][data-state='delivered']")).to_have_count(1)
+        assert "succeeded" in receiver.bodies(SECRET)[0]["text"]
+        assert receiver.requests[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+        text = page.locator("body").inner_text()
+        assert "pageMustNotShowThis42" not in text and TOKEN not in text
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name=re.compile("remove webhook")).click()
+        expect(page.locator("section.webhooks")).to_have_attribute("data-webhooks", "0")
+        assert server.api.call("GET", f"/api/v1/runs/{run['id']}/webhooks")["count"] == 0
         assert not page.errors, page.errors

@@ -144,7 +144,7 @@ function RunView({ run }: { run: RunPublic }) {
         <section className="card"><h2>Log</h2><LogTail state={logs} /></section>
         <section className="card"><h2>Config</h2><ConfigView config={run.resolved_config} edited={run.config} /></section>
       </div>
-      <WebhookPanel runId={run.id} active={active} />
+      <WebhookPanel runId={run.id} experimentId={run.experiment_id} active={active} />
       <RunManage key={`${run.id}-${run.name}-${(run.tags ?? []).join(",")}-${run.notes?.length ?? 0}`} run={run} />
     </div>
   );

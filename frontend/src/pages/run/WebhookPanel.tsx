@@ -1,12 +1,14 @@
 /** The run page's webhooks (issue 35): who is told about this run (its own webhooks and its experiment's, their
  *  addresses masked by the server) and the delivery log: each event sent, its state, attempts and last answer.
- *  Polled while a delivery is waiting or the run may still send one; subscribing is the API's
- *  (POST /api/v1/runs/{id}/webhooks, /experiments/{id}/webhooks). */
-import { useQuery } from "@tanstack/react-query";
+ *  Polled while a delivery is waiting or the run may still send one. Subscribing (WebhookForm) and removing are
+ *  here too; the API does the same (POST /api/v1/runs/{id}/webhooks, /experiments/{id}/webhooks). */
+import { useEffect } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import * as sdk from "../../client/sdk.gen";
 import type { WebhookDeliveryPublic } from "../../client/types.gen";
 import { unwrap } from "../../api/client";
 import { fmtDate } from "../../lib/format";
+import { WebhookForm } from "./WebhookForm";
 
 const STATE_CLASS: Record<string, string> = {
   delivered: "status-succeeded", failed: "status-failed", retrying: "status-cancelled", pending: "status-queued",
@@ -21,7 +23,8 @@ function lastAnswer(d: WebhookDeliveryPublic): string {
   return d.last_error ?? (d.state === "pending" ? "not sent yet" : "");
 }
 
-export function WebhookPanel({ runId, active }: { runId: number; active: boolean }) {
+export function WebhookPanel({ runId, experimentId, active }: { runId: number; experimentId: number; active: boolean }) {
+  const qc = useQueryClient();
   const hooks = useQuery({
     queryKey: ["run-webhooks", runId],
     queryFn: () => unwrap(sdk.listRunWebhooks({ path: { run_id: runId } })),
@@ -32,9 +35,26 @@ export function WebhookPanel({ runId, active }: { runId: number; active: boolean
     // a delivery waiting for its next attempt, or a run that may still end or raise an alarm: look again
     refetchInterval: (query) => (waiting(query.state.data?.data) ? 1000 : active ? 5000 : false),
   });
+  // the run's end writes its deliveries in the same commit as its status: look once more when it stops, then
+  // the polling above follows them until they are sent
+  const { refetch } = log;
+  useEffect(() => { if (!active) void refetch(); }, [active, refetch]);
+  const remove = useMutation({
+    mutationFn: (id: number) => unwrap(sdk.deleteWebhook({ path: { webhook_id: id } })),
+    onSuccess: () => qc.invalidateQueries({ queryKey: ["run-webhooks", runId] }),
+  });
   const subscribed = hooks.data?.data ?? [];
   const rows = log.data?.data ?? [];
-  if (subscribed.length === 0 && rows.length === 0) return null; // nobody subscribed: nothing to show
+  const form = <WebhookForm runId={runId} experimentId={experimentId} />;
+  if (subscribed.length === 0 && rows.length === 0) {
+    // nobody subscribed: only the way to subscribe, folded
+    return (
+      <details className="card webhooks" aria-label="webhooks" data-webhooks={0}>
+        <summary>Webhooks: tell Slack or a service when an alarm fires or the run ends</summary>
+        {form}
+      </details>
+    );
+  }
   return (
     <section className="card webhooks" aria-label="webhooks" data-webhooks={subscribed.length}>
       <h2>Webhooks</h2>
@@ -45,6 +65,11 @@ export function WebhookPanel({ runId, active }: { runId: number; active: boolean
             {i > 0 && ", "}
             <span className="mono">{h.url_masked}</span> ({h.format}{h.experiment_id != null ? ", its experiment's" : ""}
             {h.enabled ? "" : ", off"})
+            {" "}
+            <button type="button" className="link-button small" aria-label={`remove webhook ${h.url_masked}`}
+              disabled={remove.isPending} onClick={() => {
+                if (confirm(`Stop sending to ${h.url_masked}${h.experiment_id != null ? " (every run of the experiment)" : ""}?`)) remove.mutate(h.id);
+              }}>remove</button>
           </span>
         ))}
         {subscribed.length === 0 && "no one now."}
@@ -66,6 +91,7 @@ export function WebhookPanel({ runId, active }: { runId: number; active: boolean
           </tbody>
         </table>
       )}
+      <details className="small"><summary>Subscribe another</summary>{form}</details>
     </section>
   );
 }
