@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.ui.conftest import shot
 from tests.ui.seed import step_metrics
-from tests.verl_files import verl_run
+from tests.verl_files import prompt, verl_run
 
 
 def rlstudio_run(api, name: str) -> dict:
@@ -73,4 +73,21 @@ def test_a_verl_jsonl_imported_in_the_ui_shows_on_compare_beside_an_rlstudio_run
     # the imported answers are on its Samples page
     page.goto(f"{server.url}/runs/{imported}/samples")
     expect(page.get_by_text("What is 1 + 1?").first).to_be_visible()
+
+    # side by side with the rlstudio run's validation answers: verl's dump has no data set row, so its answers
+    # pair by their question (rlstudio's rows are 100 and 101, in the other order)
+    server.api.samples(ours, [
+        {"step": 6, "split": "val", "sample_index": k, "prompt_index": 101 - k, "prompt": prompt(1 - k),
+         "response": f"ours: {2 * (1 - k)}", "score": 1.0} for k in range(2)])
+    page.goto(f"{server.url}/side-by-side?a={ours['id']}:6&b={imported}:6&split=val")
+    toolbar = page.get_by_role("toolbar", name="prompt navigation")
+    expect(toolbar).to_contain_text("1 of 2 shared prompts")
+    expect(toolbar).to_contain_text("Prompt #100")
+    expect(page.locator("[data-sbs-question]")).to_contain_text("What is 0 + 0?")
+    expect(page.locator('[data-row="0"]')).to_contain_text("ours: 0")
+    expect(page.locator('[data-row="0"]')).to_contain_text("0 + 0 = 0")  # verl's answer to the same question
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("[data-sbs-question]")).to_contain_text("What is 1 + 1?")
+    expect(page.locator('[data-row="0"]')).to_contain_text("ours: 2")
+    shot(page, "import-side-by-side")
     assert not page.errors

@@ -16,6 +16,7 @@ import { Question } from "../../components/Question";
 import { DiffText, ModelText } from "../../components/Text";
 import { isTrajectory } from "../../lib/conversation";
 import { pairFor, type Pairing } from "../../lib/pairSteps";
+import { pairByQuestion } from "../../lib/pairByQuestion";
 import { questionOf } from "../../lib/question";
 import { side, wordDiff } from "../../lib/wordDiff";
 import { URL_CONTROL } from "../../lib/urlControl";
@@ -47,8 +48,11 @@ export function SideBySidePage() {
   const runs = useRuns({});
   const samplesA = useSamples(a.runId, { step: a.step ?? undefined, split, limit: 1000, order: "prompt_index" }, a.step !== null);
   const samplesB = useSamples(b.runId, { step: b.step ?? undefined, split, limit: 1000, order: "prompt_index" }, b.step !== null);
-  const mapA = useMemo(() => byPrompt(samplesA.data?.data ?? []), [samplesA.data]);
-  const mapB = useMemo(() => byPrompt(samplesB.data?.data ?? []), [samplesB.data]);
+  // an imported verl run's answers have no data set row: they borrow the other pane's, by the question
+  const [pairedA, pairedB] = useMemo(() => pairByQuestion(samplesA.data?.data ?? [], samplesB.data?.data ?? []),
+    [samplesA.data, samplesB.data]);
+  const mapA = useMemo(() => byPrompt(pairedA), [pairedA]);
+  const mapB = useMemo(() => byPrompt(pairedB), [pairedB]);
   const shared = useMemo(() => [...mapA.keys()].filter((k) => mapB.has(k)).sort((x, y) => x - y), [mapA, mapB]);
   // ?prompt=N opens at that prompt (links from "What changed"); ?p= is the position the keys move
   const promptParam = params.get("prompt");
