@@ -5,6 +5,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from backend.models import (
     SampleRow,
     SampleStep,
 )
+from backend.models.run_import import RunImported
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 FAILED = (RunStatus.failed, RunStatus.lost)
@@ -322,6 +324,33 @@ class Client:
             with open(path, "wb") as out:
                 out.writelines(response.iter_bytes())
         return path
+
+    # imports -----------------------------------------------------------------------------------------------
+    def import_verl(self, metrics: str | Path, *, config: str | Path | None = None,
+                    rollout: Iterable[str | Path] = (), validation: Iterable[str | Path] = (),
+                    experiment: str | None = None, name: str | None = None, tags: Sequence[str] = (),
+                    notes: str | None = None) -> RunImported:
+        """A verl run as a new run: its file-logger JSONL, its Hydra config and its generation dumps
+        (docs/import-runs.md). ApiError names the field and the file's line that is not verl's shape."""
+        return self._import("/imports/verl", [("metrics", metrics), ("config", config)]
+                            + [("rollout", p) for p in rollout] + [("validation", p) for p in validation],
+                            experiment=experiment, name=name, tags=tags, notes=notes)
+
+    def import_tensorboard(self, events: Iterable[str | Path], *, experiment: str | None = None,
+                           name: str | None = None, tags: Sequence[str] = (), notes: str | None = None) -> RunImported:
+        """A run from TensorBoard event files (verl's `tensorboard` logger, TRL's default): every scalar a metric."""
+        return self._import("/imports/tensorboard", [("events", p) for p in events],
+                            experiment=experiment, name=name, tags=tags, notes=notes)
+
+    def _import(self, route: str, parts: list[tuple[str, str | Path | None]], *, tags: Sequence[str],
+                **fields: str | None) -> RunImported:
+        with ExitStack() as stack:  # the files are streamed from disk, not read into memory first
+            files = [(field, (Path(path).name, stack.enter_context(open(path, "rb"))))
+                     for field, path in parts if path is not None]
+            data = {k: v for k, v in fields.items() if v is not None}
+            if tags:
+                data["tags"] = list(tags)
+            return RunImported.model_validate(self._request("POST", route, files=files, data=data).json())
 
     # config ------------------------------------------------------------------------------------------------
     def presets(self) -> list[str]:

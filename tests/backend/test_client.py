@@ -16,6 +16,7 @@ from backend.client import ApiError, Client, RunFailed, WaitTimeout, format_tabl
 from backend.client.sweep import combinations, short_names, split_top_level
 from tests.backend.conftest import HTTP_TIMEOUT, PY, REPO, Server
 from tests.backend.test_dispatch import dispatch_env
+from tests.verl_files import verl_run, write_tensorboard
 
 TOKEN = "client-test-token"
 
@@ -256,3 +257,24 @@ def test_readme_sweep_script_and_sweep_command_on_real_jobs(server_factory, ray_
                                 "critic/score/mean", "error"]
     assert [line.split()[1:7] for line in lines[3:]] == [["tiny_fail=false", "False", "succeeded", "2", "0.2", "1"],
                                                          ["tiny_fail=true", "True", "failed", "2", "0.2", "1"]]
+
+
+def test_imports_from_python(client, tmp_path):
+    """Client.import_verl / import_tensorboard: the files streamed from disk, the run made; a bad file is an
+    ApiError naming its field and line, and nothing is made."""
+    files = verl_run(tmp_path / "verl", steps=4)
+    made = client.import_verl(files["metrics"], config=files["config"], rollout=files["rollout"],
+                              validation=files["validation"], experiment="imports", tags=["verl"])
+    assert (made.steps, made.run.source, made.run.tags) == (4, "import", ["verl"])
+    assert made.samples == {"train": 4 * 6, "val": 2 * 2}  # 3 prompts x 2 answers a step; 2 validations of 2
+    assert client.metric_keys(made.run.id) and client.sample_steps(made.run.id)
+    tb = client.import_tensorboard(write_tensorboard(tmp_path / "tb", steps=3), name="tb-run")
+    assert (tb.run.name, tb.steps) == ("tb-run", 3)
+    before = len(client.runs(limit=None))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(files["metrics"].read_text().splitlines()[0] + "\n{not json\n")
+    with pytest.raises(ApiError) as refused:
+        client.import_verl(bad)
+    assert refused.value.status_code == 422 and refused.value.field == "metrics"
+    assert "bad.jsonl line 2" in str(refused.value.detail)
+    assert len(client.runs(limit=None)) == before
