@@ -25,7 +25,7 @@
 #   calls 1..N-1, carry [".whl-devK"]:  mkdir -p /tmp/rw && cp .whl-devK/* /tmp/rw/
 #   call N, carry [".whl-devN"]:        cp .whl-devN/* /tmp/rw/ && bash engine/bench/device_vllm_install.sh && \
 #                                       bash engine/bench/device_issue26.sh PART...
-# Seen working 2026-12-06 on an H100 (3 parts, no Ray): engine/bench/results/2026-12-06-h100b-c14-*.
+# Seen working 2026-12-06 on an H100 (3 parts, no Ray): benchmarks/results/2026-12-06-h100b-c14-*.
 set -euo pipefail
 VLLM=${VLLM_VERSION:-0.26.0}
 with_ray=0; with_vllm=1; with_real=0; prefix=.whl-dev

@@ -29,7 +29,7 @@ from engine.rollout import registry as rollout_registry
 
 GB = 2**30
 # bytes per token × this: allocator fragmentation, transient buffers, estimate error. Measured on an H100
-# (2026-12-06, engine/bench/results/2026-12-06-h100a-c09-w1-nockpt.jsonl): W1's compiled update without
+# (2026-12-06, benchmarks/results/2026-12-06-h100a-c09-w1-nockpt.jsonl): W1's compiled update without
 # checkpointing peaked at 31.1 GB, weights and AdamW states included, where the estimate × 1.6 asked 64 GB of
 # activations alone; 1.25 still leaves the estimate above the measured activations by about 2×
 SAFETY = 1.25

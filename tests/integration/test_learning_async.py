@@ -35,7 +35,7 @@ def cache(tmp_path_factory) -> Path:
 
 
 # The GRPO demo is shown by the benchmark, not here: one batch ahead it holds +20 only at step 475 (~6 min on 2
-# cores, the suite's longest run) and by a thin margin (+20.15); results/2026-12-06-cpu-async-demo-r*.jsonl
+# cores, the suite's longest run) and by a thin margin (+20.15); benchmarks/results/2026-12-06-cpu-async-demo-r*.jsonl
 @pytest.mark.parametrize("preset", ["demo_ppo"])
 def test_demo_one_batch_ahead_raises_heldout_accuracy_by_20_points(tmp_path, cache, preset):
     records, _, elapsed = run_preset(tmp_path, cache, preset, *ONE_BATCH_AHEAD, "trainer.test_freq=25",

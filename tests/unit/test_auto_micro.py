@@ -118,7 +118,7 @@ def test_w1_keeps_its_micro_batch_without_checkpointing():
 def test_w1_on_an_h100_fits_without_checkpointing_and_the_estimate_stays_above_the_measured_peak():
     """On the 80 GB card the plan found 56 GB for activations and kept checkpointing on, estimating ~64 GB for
     32 × 512 tokens; measured, the update without it peaked at 31.1 GB with weights and optimizer states
-    (engine/bench/results/2026-12-06-h100a-c09-w1-nockpt.jsonl). The estimate must fit now and still exceed
+    (benchmarks/results/2026-12-06-h100a-c09-w1-nockpt.jsonl). The estimate must fit now and still exceed
     that peak, so it stays an upper bound."""
     p = auto_micro.plan(w1_cfg(), QWEN05, H100, 2 * GB, N_PARAMS)
     assert 50 * GB < p.available_gb * GB < 60 * GB  # what the device run printed: 56 GB
@@ -130,7 +130,7 @@ def test_w1_on_an_h100_fits_without_checkpointing_and_the_estimate_stays_above_t
 
 def test_w2_runs_token_budgets_without_checkpointing_where_its_micro_batch_needs_checkpointing():
     """W2 (micro-batch 32 rows × 2,048 tokens at the limits) on an H100: the configured micro-batch needs
-    checkpointing, and the budget is not twice it. Measured (engine/bench/results/2026-12-06-h100d-c04-w2-static,
+    checkpointing, and the budget is not twice it. Measured (benchmarks/results/2026-12-06-h100d-c04-w2-static,
     -c05-w2-nockpt): with checkpointing the update took 3.17 s (MFU 0.33), without 2.54 s (0.42). So the update
     runs token-budget micro-batches without recomputation instead."""
     from engine.bench.engine_run import engine_overrides
@@ -211,7 +211,7 @@ def test_a_sleeping_vllm_rollout_leaves_training_its_memory():
     """The vLLM rollout's KV cache lives in vLLM's own pool, returned to the device while the engine sleeps
     (the worker then counts what the device has in use, not vLLM's allocations): the plan does not reserve the HF
     rollout's KV cache for it. On an H100 the seed command with rollout.name=vllm got 9 GB for activations and
-    checkpointing on when vLLM's sleeping 40 GB still counted (engine/bench/results/2026-12-06-h100b-c14-seed-vllm)."""
+    checkpointing on when vLLM's sleeping 40 GB still counted (benchmarks/results/2026-12-06-h100b-c14-seed-vllm)."""
     h100, used = 80 * GB, 6 * GB  # weights + vLLM's resident part after sleep(level=1)
     hf = auto_micro.plan(seed_cfg(), QWEN05, h100, used, 2 * N_PARAMS)
     vllm = auto_micro.plan(seed_cfg("actor_rollout_ref.rollout.name=vllm"), QWEN05, h100, used, 2 * N_PARAMS)

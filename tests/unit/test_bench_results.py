@@ -1,11 +1,11 @@
-"""Every raw benchmark output names the card it ran on: its file name's machine tag is in results/README.md's table,
+"""Every raw benchmark output names the card it ran on: its file name's machine tag is in benchmarks/results/README.md's table,
 and any card a file reports itself (nvidia-smi's line, the benchmark's `device_name`) is the card the table gives."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parents[2] / "engine" / "bench" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-([a-z0-9]+)-")
 ROW = re.compile(r"^\| `([a-z0-9]+)` \| ([^|]+) \|", re.M)
 REPORTED = re.compile(r'"device_name": "([^"]+)"|^(NVIDIA [^,\n]+), \d+ MiB', re.M)
@@ -24,7 +24,7 @@ def test_every_raw_file_names_its_card():
         found = NAME.match(path.name)
         assert found, f"{path.name}: not <date>-<machine>-..."
         tag = found.group(2)
-        assert tag in cards, f"{path.name}: machine {tag} is not in results/README.md's table"
+        assert tag in cards, f"{path.name}: machine {tag} is not in benchmarks/results/README.md's table"
         for by_json, by_smi in REPORTED.findall(path.read_text(errors="replace")):
             reported = by_json or by_smi
             assert reported == cards[tag], f"{path.name} reports {reported}, the table says {cards[tag]}"
@@ -32,7 +32,8 @@ def test_every_raw_file_names_its_card():
 
 def test_links_to_raw_files_lead_somewhere():
     """The figures' table and the README name raw files by path: each named file exists."""
-    text = (RESULTS.parent / "README.md").read_text() + (RESULTS / "README.md").read_text()
+    bench_readme = RESULTS.parents[1] / "engine" / "bench" / "README.md"
+    text = bench_readme.read_text() + (RESULTS / "README.md").read_text()
     named = set(re.findall(r"(2026-\d{2}-\d{2}-[a-z0-9]+-c\d+-[\w.-]+\.(?:jsonl|err|txt))", text))
     assert named
     missing = [n for n in named if not (RESULTS / n).exists()]
