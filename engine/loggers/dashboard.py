@@ -31,9 +31,6 @@ anything), so a run sends at most one small request per phase change.
 from __future__ import annotations
 
 import collections
-import http.client
-import json
-import math
 import os
 import sys
 import threading
@@ -43,6 +40,8 @@ import urllib.request
 from typing import Any
 
 from engine.loggers.base import Logger
+from engine.loggers.dashboard_spool import Spool, replay, spoolable
+from engine.loggers.dashboard_wire import ServerRefused, metric_value, plain, post_json
 
 SAMPLE_FIELDS = ("step", "split", "sample_index", "prompt_index", "group_uid", "prompt", "response", "score",
                  "reward", "ground_truth", "data_source")
@@ -51,105 +50,6 @@ TOKEN_ARRAYS = ("tokens", "old_log_probs", "ref_log_probs", "advantages", "value
 VERSIONS = ("policy_versions", "policy_version_min", "policy_version_max", "staleness", "staleness_worst")
 # multi-turn rollouts: the conversation and which tokens the loss saw (the server derives the turn count)
 TRAJECTORY = ("turns", "loss_mask")
-RETRYABLE = {408, 429}
-
-
-class ServerRefused(Exception):
-    """The server answered with a 4xx that retrying will not fix."""
-
-
-def _dumps(body: dict) -> bytes:
-    """The request body: orjson when installed (a step's samples are megabytes of floats), else json."""
-    try:
-        import orjson
-    except ImportError:
-        return json.dumps(body).encode()
-    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-
-
-def _plain(value: Any) -> Any:
-    """Tensors / numpy values / nested containers -> JSON-safe Python (non-finite floats -> None)."""
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        value = value.tolist()
-    elif hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        try:  # plain numbers, all finite (their sum is): nothing to convert, one C loop instead of a call each
-            if math.isfinite(sum(value)) and set(map(type, value)) <= {int, float}:
-                return list(value)
-        except (TypeError, OverflowError):
-            if set(map(type, value)) == {str}:  # e.g. the tokens' texts
-                return list(value)
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    return str(value)
-
-
-def _metric_value(value: Any) -> Any:
-    value = float(value.item() if hasattr(value, "item") else value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-class Spool:
-    """An append-only JSONL file of requests not yet delivered, and how many of its lines were."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.offset_path = path + ".offset"
-        self.appended = 0
-
-    def _offset(self) -> int:
-        try:
-            with open(self.offset_path) as f:
-                return int(f.read().strip() or 0)
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    def pending(self) -> list[dict]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                lines = [line for line in f if line.strip()]
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in lines[self._offset():]:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a torn last line after a crash: it was never acknowledged
-                break
-        return out
-
-    def append(self, requests: list[dict]) -> None:
-        if not requests:
-            return
-        self.appended += len(requests)
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.writelines(json.dumps(request) + "\n" for request in requests)
-            f.flush()
-            os.fsync(f.fileno())
-
-    def advance(self) -> None:
-        tmp = self.offset_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(self._offset() + 1))
-        os.replace(tmp, self.offset_path)
-
-    def clear(self) -> None:
-        for p in (self.path, self.offset_path):
-            try:
-                os.remove(p)
-            except FileNotFoundError:
-                pass
 
 
 class DashboardLogger(Logger):
@@ -212,7 +112,7 @@ class DashboardLogger(Logger):
         points = []
         for key, value in metrics.items():
             try:
-                points.append({"key": str(key), "step": int(step), "value": _metric_value(value), "wall_time": now})
+                points.append({"key": str(key), "step": int(step), "value": metric_value(value), "wall_time": now})
             except (TypeError, ValueError):
                 continue  # not a number (e.g. a string metric): the dashboard charts numbers only
         with self._cond:
@@ -251,7 +151,7 @@ class DashboardLogger(Logger):
             self._cond.notify()
 
     def log_status(self, status: str, **fields: Any) -> None:
-        body = {"status": status, "error": fields.pop("error", None), "fields": _plain(fields)}
+        body = {"status": status, "error": fields.pop("error", None), "fields": plain(fields)}
         if body["error"] is not None:
             body["error"] = str(body["error"])
         with self._cond:
@@ -283,7 +183,7 @@ class DashboardLogger(Logger):
             self._cond.notify()
         self._thread.join(self.close_timeout)
         with self._cond:
-            left = _spoolable(self._outbox)
+            left = spoolable(self._outbox)
             self._outbox.clear()
         if left:
             self.spool.append(left)
@@ -314,19 +214,19 @@ class DashboardLogger(Logger):
         out: dict[str, Any] = {"step": step, "split": split, "sample_index": index}
         for name in SAMPLE_FIELDS[3:]:
             if name in sample:
-                value = _plain(sample[name])
+                value = plain(sample[name])
                 out[name] = value if name not in ("group_uid", "ground_truth", "data_source") or value is None \
                     else str(value)
         for name in TOKEN_ARRAYS + TRAJECTORY + VERSIONS:
             if sample.get(name) is not None:
-                out[name] = _plain(sample[name])
+                out[name] = plain(sample[name])
         if "prompt" in out and out["prompt"] is None:
             out["prompt"] = ""
         if "response" in out and out["response"] is None:
             out["response"] = ""
         skip = set(SAMPLE_FIELDS) | set(TOKEN_ARRAYS) | set(TRAJECTORY) | set(VERSIONS) | ({"num_turns"} if "turns" in out else set())
         extras = {k: v for k, v in sample.items() if k not in skip}
-        out["extras"] = _plain(extras)
+        out["extras"] = plain(extras)
         return out
 
     def _seal(self) -> None:
@@ -364,13 +264,13 @@ class DashboardLogger(Logger):
             try:
                 offline = bool(self.spool.pending())
                 if offline and batch:
-                    self.spool.append(_spoolable(batch))  # keep the order: older spooled requests go first
+                    self.spool.append(spoolable(batch))  # keep the order: older spooled requests go first
                     batch = []
                 for i, request in enumerate(batch):
                     if request.get("heartbeat"):  # how long the phase had run when sent: the server's stall check
                         request["body"]["fields"]["heartbeat"]["sent"] = time.time()  # trusts no clock but its own
                     if not self._send_with_retries(request, attempts=1 if request.get("heartbeat") else 3):
-                        self.spool.append(_spoolable(batch[i:]))
+                        self.spool.append(spoolable(batch[i:]))
                         offline = True
                         break
                 if offline:
@@ -419,38 +319,11 @@ class DashboardLogger(Logger):
         return False
 
     def _post(self, path: str, body: dict) -> dict:
-        return _post_json(self.url + path, body, self.token, self.request_timeout)
+        return post_json(self.url + path, body, self.token, self.request_timeout)
 
     def _say(self, message: str) -> None:
         if not self.quiet:
             print(f"[rlstudio dashboard] {message}", file=sys.stderr, flush=True)
-
-
-def _spoolable(requests) -> list[dict]:
-    """What goes to the spool file: everything but heartbeats, which say only what the run is doing now."""
-    return [r for r in requests if not r.get("heartbeat")]
-
-
-def _post_json(url: str, body: dict, token: str | None, timeout: float) -> dict:
-    data = _dumps(body)
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            text = response.read().decode() or "{}"
-            return json.loads(text)
-    except http.client.HTTPException as exc:
-        # e.g. IncompleteRead: the server died mid-answer; it may have stored the request (re-sending is safe)
-        raise ConnectionError(f"{type(exc).__name__}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RuntimeError(f"unreadable answer from {url}: {exc}") from None
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        if 400 <= exc.code < 500 and exc.code not in RETRYABLE:
-            raise ServerRefused(f"HTTP {exc.code}: {detail}") from None
-        raise RuntimeError(f"HTTP {exc.code}: {detail}") from None
 
 
 def create_run(url: str, trainer: dict, config: dict, attempts: int = 5) -> tuple[int, str]:
@@ -461,7 +334,7 @@ def create_run(url: str, trainer: dict, config: dict, attempts: int = 5) -> tupl
     delay, last = 0.5, None
     for _ in range(attempts):
         try:
-            created = _post_json(url.rstrip("/") + "/api/v1/runs", body, api_token, 30.0)
+            created = post_json(url.rstrip("/") + "/api/v1/runs", body, api_token, 30.0)
             print(f"[rlstudio dashboard] run {created['id']}: {url.rstrip('/')}/runs/{created['id']}", flush=True)
             return int(created["id"]), created.get("ingest_token")
         except ServerRefused as exc:
@@ -472,23 +345,6 @@ def create_run(url: str, trainer: dict, config: dict, attempts: int = 5) -> tupl
             delay *= 2
     raise ConnectionError(f"dashboard logger: cannot reach the rlstudio server at {url} ({last}). Start it with "
                           "`python -m backend`, or drop 'dashboard' from trainer.logger.")
-
-
-def replay(spool_file: str, url: str | None = None, token: str | None = None) -> int:
-    """Send a spool file's undelivered requests (in order); returns how many were sent."""
-    url = url or os.environ.get("RLSTUDIO_URL") or "http://127.0.0.1:8000"
-    token = token or os.environ.get("RLSTUDIO_INGEST_TOKEN") or os.environ.get("RLSTUDIO_API_TOKEN")
-    spool = Spool(spool_file)
-    sent = 0
-    for request in spool.pending():
-        try:
-            _post_json(url.rstrip("/") + request["path"], request["body"], token, 30.0)
-        except ServerRefused as exc:
-            print(f"refused, skipped: {request['path']}: {exc}", file=sys.stderr)
-        spool.advance()
-        sent += 1
-    spool.clear()
-    return sent
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from backend.services.dispatch.logs import JobLogs
 from backend.services.dispatch.reconcile import reconcile
 from backend.services.dispatch.submit import SubmitFailed, job_env, not_ready, with_retries
 from backend.services.ray_head import free_port
-from engine.loggers.dashboard import Spool
+from engine.loggers.dashboard_spool import Spool
 from tests.backend.conftest import HTTP_TIMEOUT
 from tests.waiting import wait_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from backend import json_codec
 from backend.models.common import clean_json
-from engine.loggers.dashboard import _plain
+from engine.loggers.dashboard_wire import plain as _plain
 
 INF, NAN = float("inf"), float("nan")
 

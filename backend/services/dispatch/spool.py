@@ -12,8 +12,8 @@ from sqlmodel import Session
 
 from backend.models import Run
 from backend.services.runs import new_token
-from engine.loggers.dashboard import Spool
-from engine.loggers.dashboard import replay as replay_spool
+from engine.loggers.dashboard_spool import Spool
+from engine.loggers.dashboard_spool import replay as replay_spool
 
 log = logging.getLogger("rlstudio.dispatch")
 
