@@ -394,9 +394,9 @@ def test_length_hacking_from_the_score_length_correlation(client):
 # ------------------------------------------------------------------------------------------------ stall
 def arriving_at(monkeypatch, moment: float) -> None:
     """What the server receives from now on arrives at `moment` on its clock (the stall check's), as if sent then."""
-    from backend.services.health import store
+    from backend.services.health import state
 
-    monkeypatch.setattr(store, "clock", lambda: moment)
+    monkeypatch.setattr(state, "clock", lambda: moment)
 
 
 def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client, monkeypatch):
@@ -450,7 +450,7 @@ def test_an_engine_clock_hours_off_neither_fakes_nor_hides_a_stall(client, monke
     heartbeat says the phase began 30 s before it was sent, by its clock: the server counts the phase from the
     beat's arrival less those 30 s. 200 s after the last step arrived, the run is stalled (ahead, the old check
     would have waited two more hours)."""
-    from backend.services.health import store
+    from backend.services import health
 
     run = external_run(client)
     server_start = time.time() - 1000
@@ -470,11 +470,11 @@ def test_an_engine_clock_hours_off_neither_fakes_nor_hides_a_stall(client, monke
 
     with Session(client.app.state.engine) as session:
         record = session.get(Run, run["id"])
-        assert store.refresh_stalled(session, record, now=last + 50) is None
-        found = alarm(store.report(session, run["id"]), "stalled")
+        assert health.refresh_stalled(session, record, now=last + 50) is None
+        found = alarm(health.report(session, run["id"]), "stalled")
         assert found is None or found["state"] != "firing"  # 50 s after the last step, 40 s into gen: moving
-        store.refresh_stalled(session, record, now=last + 75)  # 65 s into gen, its median 5 s: stalled in gen
-        found = alarm(store.report(session, run["id"]), "stalled")
+        health.refresh_stalled(session, record, now=last + 75)  # 65 s into gen, its median 5 s: stalled in gen
+        found = alarm(health.report(session, run["id"]), "stalled")
         assert found["state"] == "firing" and found["title"] == "Run stalled in gen"
         assert found["values"]["idle_s"] == 75.0 and found["values"]["phase_s"] == 65.0
 

@@ -7,7 +7,7 @@ Whose clock: the engine's host may be another machine whose clock is off (or jum
 engine's own times are used — the median step time, from the points' wall times (the logger's, else the ingest
 time), and how long a phase had already run when its heartbeat was sent (`sent` − `time`) — and every moment that
 is compared with `now` is the server's own: when the newest step arrived (`received`) and when the heartbeat arrived,
-less that age (store.py). A test plants old arrivals through store.clock instead of waiting."""
+less that age (judge.heartbeat_of). A test plants old arrivals through state.clock instead of waiting."""
 from __future__ import annotations
 
 import math

@@ -9,7 +9,7 @@ import logging
 from sqlmodel import Session, select
 
 from backend.models import Run, RunStatus
-from backend.services.health.store import refresh_stalled
+from backend.services.health.hooks import refresh_stalled
 
 log = logging.getLogger("rlstudio")
 
