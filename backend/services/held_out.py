@@ -3,16 +3,15 @@ sort (services/runs.py) and ingest's `progress` event (services/metrics.py), so 
 from __future__ import annotations
 
 import math
-import re
 
 from sqlmodel import Session, select
 
 from backend.models import MetricPoint
 from backend.services import metric_buckets
+from engine import metric_names as names
 
-VAL_PREFIX = "val-core/"
-# verl puts `acc` under val-core when the reward function returns it, else `reward`; best@/maj@/std@ are not scores
-VAL_SCORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
+VAL_PREFIX = names.VAL_CORE_PREFIX
+VAL_SCORE = names.VAL_SCORE  # verl's `acc` when the reward returns it, else `reward`: a mean@N
 
 
 def held_out(*, session: Session, run_ids: list[int]) -> dict[int, dict]:
@@ -35,9 +34,9 @@ def held_out(*, session: Session, run_ids: list[int]) -> dict[int, dict]:
         for run_id, key in rows:
             keys.setdefault(run_id, []).append(key)
     out: dict[int, dict] = {}
-    for run_id, names in keys.items():
-        names = sorted(set(names))
-        key = next((k for k in names if VAL_SCORE.match(k)), names[0])
+    for run_id, found in keys.items():
+        found = sorted(set(found))
+        key = next((k for k in found if VAL_SCORE.match(k)), found[0])
         latest = session.execute(select(MetricPoint.step, MetricPoint.value)
                                  .where(MetricPoint.run_id == run_id, MetricPoint.key == key,
                                         MetricPoint.value.is_not(None))

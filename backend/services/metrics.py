@@ -19,9 +19,10 @@ from backend.services.events import RUNS_CHANNEL, insert_event, run_channel
 from backend.services.held_out import VAL_PREFIX, held_out
 from backend.services.runs import announce, update_progress
 from backend.services.upsert import in_lock_order, write_lock
+from engine import metric_names as names
 
-STEP_KEY = "training/global_step"
-TOTAL_KEY = "training/total_steps"
+STEP_KEY = names.GLOBAL_STEP
+TOTAL_KEY = names.TOTAL_STEPS
 
 
 def _upsert_sql(session: Session, run_id: int) -> str:

@@ -11,8 +11,9 @@ from backend.services.health import sample_checks, stall
 from backend.services.health.metric_checks import CHECKS, watched
 from backend.services.health.state import State
 from backend.services.health.tracker import AT_REST, Change, Judged, advance
+from engine import metric_names as names
 
-STEP_KEY = "training/global_step"
+STEP_KEY = names.GLOBAL_STEP
 _WATCHED: dict[str, bool] = {}  # key -> whether a check reads it (keys repeat every step: decide once)
 
 

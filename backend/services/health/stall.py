@@ -16,6 +16,7 @@ import statistics
 from backend.services.health.metric_checks import push
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
+from engine import metric_names as names
 
 KEEP = 50  # step times kept for the median
 
@@ -33,7 +34,7 @@ def track(st: dict, step: int, wall: float, received: float | None = None) -> Ju
     return Judged("stalled", "error", [(step, False)], lambda s: Described("Run moving", ""))
 
 
-PHASES = "timing_s/"
+PHASES = names.TIMING_PREFIX
 KEEP_PHASE = 9  # each phase's latest times, for its median
 
 
