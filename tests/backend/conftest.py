@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.services.ray_head import free_port
+from backend.services.dispatch.ports import free_port
 from backend.settings import Settings
 from tests import waiting
 from tests.waiting import wait_for
