@@ -97,6 +97,20 @@ def client(settings):
         yield c
 
 
+@pytest.fixture
+def restartable(settings):
+    """A server on the test's SQLite file, and a way to restart it (a new app on the same file)."""
+    apps = []
+
+    def start():
+        if apps:
+            apps[-1].__exit__(None, None, None)
+        apps.append(TestClient(create_app(settings)))
+        return apps[-1].__enter__()
+    yield start
+    apps[-1].__exit__(None, None, None)
+
+
 def auth(run: dict) -> dict:
     """The header that carries a run's ingest token, as the engine's dashboard logger sends it."""
     return {"Authorization": f"Bearer {run['ingest_token']}"}
