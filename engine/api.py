@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import metric_names
 from engine.loggers.base import Logger
 
 
@@ -34,7 +35,7 @@ class _Collect(Logger):
     def log_metrics(self, step, metrics):
         self.result.metrics.setdefault(int(step), {}).update(
             {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
-        if "training/global_step" in metrics:
+        if metric_names.GLOBAL_STEP in metrics:
             self.result.global_step = int(step)
 
 

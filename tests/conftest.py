@@ -20,7 +20,7 @@ def pytest_runtest_makereport(item, call):
 def ray_head(tmp_path_factory):
     """One real Ray head (`ray start --head`: token auth, 127.0.0.1, its own ports), started on first use and
     shared by every test that submits to an existing cluster: the backend's dispatch tests and `ray job submit`."""
-    from backend.services.ray_head import LocalRayHead
+    from backend.services.dispatch.local_head import LocalRayHead
 
     head = LocalRayHead(tmp_path_factory.mktemp("ray-head"), num_cpus=4)
     head.start()

@@ -1,7 +1,7 @@
 """What Ray leaves under the temp dir: `ray.init()`'s sessions (/tmp/ray/session_<date>_<time>_<micros>_<pid>, the
 pid of the process that started it) and the short links (or, from older runs, directories) of the server's own
-heads (/tmp/rlstudio-ray-*, backend/services/ray_head.py). The suite removes those it created once nothing uses
-them (tests/conftest.py)."""
+heads (/tmp/rlstudio-ray-*, backend/services/dispatch/local_head.py). The suite removes those it created once
+nothing uses them (tests/conftest.py)."""
 from __future__ import annotations
 
 import os

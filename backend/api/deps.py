@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from backend.models import Run
 from backend.services.events import wake_on_commit
-from backend.services.health.store import HEALTH_CHECKS
+from backend.services.health import HEALTH_CHECKS
 from backend.services.runs import token_matches
 from backend.settings import Settings
 

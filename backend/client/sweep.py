@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 from backend.client.api import Client
 from backend.models import RunPublic
+from engine import metric_names
 
 # what a results table shows unless told otherwise: held-out reward per data source, and the training score
-DEFAULT_METRICS = (r"val-core/.+/(acc|reward)/mean@\d+", r"critic/score/mean")
+DEFAULT_METRICS = (metric_names.VAL_SCORE_PATTERN, re.escape(metric_names.SCORE))
 
 
 def split_top_level(value: str) -> list[str]:

@@ -209,3 +209,18 @@ def downsample(execute: Execute, run_id: int, key: str, lo: int, hi: int, max_po
                            f"ORDER BY step {order} LIMIT 1", (run_id, key)):
             picked[row[0]] = tuple(row)
     return [picked[s] for s in sorted(picked)]
+
+
+# ------------------------------------------------------------------------------------------------ the app's sessions
+def in_use(session) -> bool:
+    """SQLite keeps pre-aggregated buckets (metric_bucket); other databases downsample in numpy."""
+    return session.get_bind().dialect.name == "sqlite"
+
+
+def executor_of(session):
+    conn = session.connection()
+
+    def execute(sql: str, params=()):
+        result = conn.exec_driver_sql(sql, tuple(params)) if params else conn.exec_driver_sql(sql)
+        return result.all() if result.returns_rows else []
+    return execute

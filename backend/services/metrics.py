@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import math
-import re
 import time
 from itertools import repeat
 from operator import itemgetter
@@ -17,10 +16,13 @@ from backend.models import LatestMetric, MetricPoint, MetricSeries, MetricsInges
 from backend.models.common import finite_or_text
 from backend.services import health, metric_buckets
 from backend.services.events import RUNS_CHANNEL, insert_event, run_channel
+from backend.services.held_out import VAL_PREFIX, held_out
 from backend.services.runs import announce, update_progress
+from backend.services.upsert import in_lock_order, write_lock
+from engine import metric_names as names
 
-STEP_KEY = "training/global_step"
-TOTAL_KEY = "training/total_steps"
+STEP_KEY = names.GLOBAL_STEP
+TOTAL_KEY = names.TOTAL_STEPS
 
 
 def _upsert_sql(session: Session, run_id: int) -> str:
@@ -94,19 +96,17 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
 
 
 def _write(session: Session, run: Run, values, ranges, nan, live, written, steps, totals, judged) -> None:
-    from backend.services.upsert import in_lock_order, write_lock
-
     with write_lock(session):
         conn = session.connection()
-        bucketed = _bucketed(session)
+        bucketed = metric_buckets.in_use(session)
         # a batch of new steps without NaN (a training step's metrics) is folded into the buckets as they are;
         # a resend, a rewrite or a NaN has them recomputed from the points
-        fold = bucketed and not nan and metric_buckets.only_new_points(_executor(session), run.id, ranges)
+        fold = bucketed and not nan and metric_buckets.only_new_points(metric_buckets.executor_of(session), run.id, ranges)
         conn.exec_driver_sql(_upsert_sql(session, run.id), in_lock_order(session, values, key=itemgetter(0, 1)))
         if fold:
             metric_buckets.merge_new(conn.exec_driver_sql, run.id, values)
         elif bucketed:
-            metric_buckets.refresh(_executor(session), run.id, ranges)
+            metric_buckets.refresh(metric_buckets.executor_of(session), run.id, ranges)
         insert_event(session, run_channel(run.id), "metrics", live)
         if update_progress(run, int(max(steps)) if steps else None, int(max(totals)) if totals else None):
             session.add(run)
@@ -116,20 +116,6 @@ def _write(session: Session, run: Run, values, ranges, nan, live, written, steps
             insert_event(session, RUNS_CHANNEL, "progress", {"id": run.id, **held_out(session=session,
                                                                                      run_ids=[run.id]).get(run.id, {})})
         session.commit()
-
-
-def _bucketed(session: Session) -> bool:
-    """SQLite keeps pre-aggregated buckets (metric_bucket); other databases downsample in numpy."""
-    return session.get_bind().dialect.name == "sqlite"
-
-
-def _executor(session: Session):
-    conn = session.connection()
-
-    def execute(sql: str, params=()):
-        result = conn.exec_driver_sql(sql, tuple(params)) if params else conn.exec_driver_sql(sql)
-        return result.all() if result.returns_rows else []
-    return execute
 
 
 def _step_ranges(rows) -> dict[tuple[int, int], list[str]]:
@@ -149,8 +135,8 @@ def _step_ranges(rows) -> dict[tuple[int, int], list[str]]:
 
 
 def keys(*, session: Session, run_ids: list[int]) -> list[str]:
-    if _bucketed(session):
-        return metric_buckets.keys(_executor(session), run_ids)
+    if metric_buckets.in_use(session):
+        return metric_buckets.keys(metric_buckets.executor_of(session), run_ids)
     stmt = select(MetricPoint.key).where(MetricPoint.run_id.in_(run_ids)).distinct().order_by(MetricPoint.key)
     return list(session.exec(stmt).all())
 
@@ -175,7 +161,7 @@ def series(*, session: Session, run_ids: list[int], key_list: list[str], step_mi
            step_max: int | None = None, max_points: int | None = None) -> list[MetricSeries]:
     if not run_ids or not key_list:
         return []
-    if max_points and _bucketed(session):
+    if max_points and metric_buckets.in_use(session):
         if step_min is None and step_max is None:
             return _series_buckets(session, run_ids, key_list, max_points)
         return _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points)
@@ -199,7 +185,7 @@ def _make_series(run_id, key, rows, total) -> MetricSeries:
 def _series_buckets(session, run_ids, key_list, max_points) -> list[MetricSeries]:
     """Whole series from the pre-aggregated buckets: per series a few index seeks and at most ~8 x max_points
     bucket rows, however many points it has."""
-    execute = _executor(session)
+    execute = metric_buckets.executor_of(session)
     out = []
     for run_id in dict.fromkeys(run_ids):
         for key in dict.fromkeys(key_list):
@@ -298,45 +284,8 @@ def latest(*, session: Session, run_id: int, key_list: list[str] | None = None) 
             for p in session.exec(stmt).all()]
 
 
-VAL_PREFIX = "val-core/"
-# verl puts `acc` under val-core when the reward function returns it, else `reward`; best@/maj@/std@ are not scores
-VAL_SCORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
-
-
-def held_out(*, session: Session, run_ids: list[int]) -> dict[int, dict]:
-    """Each run's latest held-out score (`val_score`, `val_score_key`, `val_score_step`; runs that logged no
-    `val-core/` key are left out): the latest finite value of its first `val-core/<source>/(acc|reward)/mean@N` key, else
-    of its first `val-core/` key. One query for the keys (on SQLite the buckets' top level: a row per series),
-    then one index lookup per run."""
-    keys: dict[int, list[str]] = {}
-    ids = list(dict.fromkeys(run_ids))
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        if _bucketed(session):
-            marks = ", ".join("?" * len(chunk))
-            rows = _executor(session)(f'SELECT run_id, "key" FROM metric_bucket WHERE level = {metric_buckets.TOP} '
-                                      f'AND run_id IN ({marks}) AND "key" >= ? AND "key" < ?',
-                                      (*chunk, VAL_PREFIX, VAL_PREFIX[:-1] + "0"))
-        else:
-            rows = session.execute(select(MetricPoint.run_id, MetricPoint.key).distinct().where(
-                MetricPoint.run_id.in_(chunk), MetricPoint.key.startswith(VAL_PREFIX))).all()
-        for run_id, key in rows:
-            keys.setdefault(run_id, []).append(key)
-    out: dict[int, dict] = {}
-    for run_id, names in keys.items():
-        names = sorted(set(names))
-        key = next((k for k in names if VAL_SCORE.match(k)), names[0])
-        latest = session.execute(select(MetricPoint.step, MetricPoint.value)
-                                 .where(MetricPoint.run_id == run_id, MetricPoint.key == key,
-                                        MetricPoint.value.is_not(None))
-                                 .order_by(MetricPoint.step.desc()).limit(8)).all()
-        step, value = next(((s, v) for s, v in latest if math.isfinite(v)), (None, None))
-        out[run_id] = {"val_score": value, "val_score_key": key, "val_score_step": step}
-    return out
-
-
 def export(*, session: Session, run_id: int, fmt: str, layout: str) -> bytes:
-    import pandas as pd
+    import pandas as pd  # heavy, for exports only: loaded on the first export, not with the server
 
     rows = session.execute(select(MetricPoint.step, MetricPoint.key, MetricPoint.value, MetricPoint.wall_time)
                            .where(MetricPoint.run_id == run_id)

@@ -32,6 +32,8 @@ from backend.models import (
 from backend.models.common import utcnow
 from backend.services import run_config
 from backend.services.events import RUNS_CHANNEL, add_event, run_channel
+from backend.services.held_out import held_out
+from backend.services.webhooks import on_run_ended
 
 SUMMARY_EXCLUDE = {"config", "resolved_config"}
 
@@ -128,11 +130,9 @@ def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, expe
 
 def _by_held_out(session: Session, conditions: list, config, descending: bool, skip: int, limit: int
                  ) -> tuple[list[Run], int]:
-    """Runs ordered by their latest held-out score (metrics.held_out: what the Runs table's Held-out column
+    """Runs ordered by their latest held-out score (held_out.held_out: what the Runs table's Held-out column
     shows), computed for every run that matches; runs without one come last either way, as in the table; equal
     scores newest first."""
-    from backend.services.metrics import held_out
-
     if config:
         ids = [r.id for r in session.exec(select(Run).where(*conditions)).all() if _config_matches(r, config)]
     else:
@@ -242,8 +242,6 @@ def set_status(session: Session, run: Run, status: RunStatus, *, error: str | No
     session.add(run)
     announce(session, run)
     if status in TERMINAL:  # once: terminal states stick
-        from backend.services.webhooks import on_run_ended
-
         on_run_ended(session, run)
     return True
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 import time
 from dataclasses import dataclass
 
@@ -15,6 +14,8 @@ from backend.models import Run, Sample, SampleAnswer, SampleIn, SampleRow, Sampl
 from backend.models.trajectory import summary
 from backend.services import health
 from backend.services.events import add_event, run_channel
+from backend.services.questions import QUESTION_CHARS, question_of
+from backend.services.upsert import in_lock_order, insert_for, write_lock
 
 FIELDS = [name for name in SampleIn.model_fields]
 DERIVED = ["num_turns", "tool_names", "tool_error"]
@@ -72,8 +73,6 @@ class VersionFilters:
 def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     if not samples:
         return 0
-    from backend.services.upsert import insert_for
-
     now = time.time()
     rows: dict[tuple, dict] = {}
     # a batch of single-turn answers leaves the turn columns out of the INSERT (they are NULL, and an upsert
@@ -103,8 +102,6 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
 
 
 def _write(session: Session, run: Run, stmt, rows: dict, judged) -> None:
-    from backend.services.upsert import in_lock_order, write_lock
-
     with write_lock(session):
         session.execute(stmt, [rows[position] for position in in_lock_order(session, list(rows))])
         by_step: dict[tuple[int, str], int] = {}
@@ -199,30 +196,6 @@ def _first_line(text: str | None) -> str:
         if line.strip():
             return line.strip()[:200]
     return ""
-
-
-# The question of a prompt: its last user turn without the chat template's tokens (Qwen's ChatML, the tiny model's
-# compact `<|im_start|>Q:` form, Llama 3's); the prompt itself when it has no template. The same rules as the
-# UI's frontend/src/lib/question.ts `questionOf` (keep the two in step).
-_USER_START = re.compile(r"<\|im_start\|>(?:user\n|Q:)|<\|start_header_id\|>user<\|end_header_id\|>\n*")
-_TURN_END = re.compile(r"<\|im_end\|>|<\|eot_id\|>|<\|im_start\|>|<\|start_header_id\|>|<\|endoftext\|>")
-_HEADER = re.compile(r"<\|im_start\|>\w*(?:\n|:)?|<\|start_header_id\|>\w*<\|end_header_id\|>")
-_SPECIAL = re.compile(r"<\|[a-z_]+\|>")
-QUESTION_CHARS = 200
-
-
-def question_of(prompt: str | None) -> str:
-    raw = prompt or ""
-    last = None
-    for last in _USER_START.finditer(raw):
-        pass
-    if last is not None:
-        rest = raw[last.end():]
-        end = _TURN_END.search(rest)
-        return (rest[:end.start()] if end else rest).strip()
-    if not _SPECIAL.search(raw):
-        return raw.strip()
-    return " ".join(_SPECIAL.sub(" ", _HEADER.sub(" ", raw)).split())
 
 
 def _question_line(prompt: str | None, seen: dict[str, str]) -> str:
@@ -337,7 +310,7 @@ def export(*, session: Session, run_id: int, fmt: str, steps: list[int] | None =
     records = [dict(zip(EXPORT_COLUMNS, r)) for r in session.execute(query).all()]
     if fmt == "jsonl":
         return "".join(json.dumps(r, allow_nan=False, default=str) + "\n" for r in records).encode()
-    import pandas as pd
+    import pandas as pd  # heavy, for exports only: loaded on the first export, not with the server
 
     frame = pd.DataFrame.from_records(records, columns=EXPORT_COLUMNS)
     if fmt == "csv":

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from engine import metric_names
 from engine.algos.utils import masked_mean
 from engine.config.vocab import KLEstimator, names
 
@@ -131,5 +132,5 @@ def apply_kl_penalty(
 
     current_kl = masked_mean(kl, mask, dim=-1).mean().item()
     kl_ctrl.update(current_kl, n_steps=token_level_scores.shape[0])
-    metrics = {"actor/reward_kl_penalty": current_kl, "actor/reward_kl_penalty_coeff": beta}
+    metrics = {metric_names.KL_IN_REWARD: current_kl, f"{metric_names.KL_IN_REWARD}_coeff": beta}
     return token_level_rewards, metrics

@@ -7,21 +7,22 @@ import sys
 
 from tqdm import tqdm
 
+from engine import metric_names
 from engine.loggers.base import Logger
 
 # KL to the reference policy: the KL loss in the actor's objective, else the KL penalty in the reward.
 # Never `actor/ppo_kl` (old vs new policy within one update: 0 by construction on-policy), which is a
 # different quantity from the one the seed's "KL 0.01-0.1 is healthy" speaks of.
-KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty")
+KL_KEYS = (metric_names.KL_LOSS, metric_names.KL_IN_REWARD)
 KL_NONE = "KL: none (no reference)"
 
 # (label, candidate metric keys in order of preference)
 COLUMNS = [
-    ("Score", ("critic/score/mean",)),
+    ("Score", (metric_names.SCORE,)),
     ("Actor Loss", ("actor/pg_loss",)),
     ("Critic Loss", ("critic/vf_loss",)),
     ("KL", KL_KEYS),
-    ("Resp Len", ("response_length/mean",)),
+    ("Resp Len", (metric_names.RESPONSE_LENGTH,)),
     ("Step Time", ("timing_s/step",)),
 ]
 

@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
-METRIC = "train/zero_std_group_ratio"
+from engine import metric_names
+
+METRIC = metric_names.ZERO_STD_GROUP_RATIO
 
 
 def zero_std_groups(scores: torch.Tensor, uids: Sequence[Any]) -> tuple[int, int]:

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import torch
 
+from engine import metric_names
 from engine.protocol import Batch
 from engine.trainer.rollout_mismatch import rollout_mismatch_metrics
 from engine.trainer.samples import group_advantage_stats
@@ -41,9 +42,9 @@ def data_metrics(batch: Batch, use_critic: bool, max_response_length: int) -> di
         returns = batch["returns"][valid]
         var_returns = torch.var(returns)
         m["critic/vf_explained_var"] = (1.0 - torch.var(returns - values) / (var_returns + 1e-5)).item()
-        m["critic/values/std"] = values.std().item() if values.numel() > 1 else 0.0
+        m[metric_names.VALUES_STD] = values.std().item() if values.numel() > 1 else 0.0
     m.update(_stats("response_length", response_length))
-    m["response_length/clip_ratio"] = (response_length >= max_response_length).float().mean().item()
+    m[metric_names.RESPONSE_CLIP_RATIO] = (response_length >= max_response_length).float().mean().item()
     m.update(_stats("prompt_length", prompt_length))
     m["prompt_length/clip_ratio"] = 0.0
     return m
@@ -53,7 +54,7 @@ def timing_metrics(timings: dict[str, float], batch: Batch) -> dict[str, float]:
     n_resp = batch["response_mask"].sum().item()
     n_prompt = batch["attention_mask"][:, : batch["prompts"].shape[1]].sum().item()
     n_all = n_resp + n_prompt
-    m = {f"timing_s/{k}": v for k, v in timings.items()}
+    m = {f"{metric_names.TIMING_PREFIX}{k}": v for k, v in timings.items()}
     per_token_denominator = {"gen": n_resp, "reward": n_all, "old_log_prob": n_all, "ref": n_all, "values": n_all,
                              "adv": n_all, "update_critic": n_all, "update_actor": n_all}
     for k, v in timings.items():
@@ -81,8 +82,8 @@ def mfu(n_params: int, n_tokens: int, seconds: float, device_name: str | None, w
 
 # The rollout's weight checks (engine/rollout/freshness.py) are the step's worst check, as within one call: DAPO's
 # refills call the rollout again in the step and their checks see no move since the first, which a mean would dilute
-WORST_CHECKS = ("rollout/weights_stale", "rollout/weight_fingerprint_gap", "rollout/actor_weight_change",
-                "rollout/stale_params")
+WORST_CHECKS = (metric_names.WEIGHTS_STALE, metric_names.WEIGHT_FINGERPRINT_GAP, metric_names.ACTOR_WEIGHT_CHANGE,
+                metric_names.STALE_PARAMS)
 
 
 # counts of what some worker did, as its max: partial rollout's mid-batch loads (each worker switches on its own)
@@ -97,11 +98,11 @@ def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
         vals = [x for x in v if x is not None]
         if not vals:
             continue
-        worst = k.endswith("grad_norm_nonfinite") or k in WORST_CHECKS or k in WORKERS_MAX
+        worst = k.endswith(metric_names.GRAD_NORM_NONFINITE) or k in WORST_CHECKS or k in WORKERS_MAX
         out[k] = float(np.max(vals)) if worst else float(np.mean(vals))
     if "_entropy_sum" in metrics:
         count = sum(metrics["_entropy_count"])
-        out["actor/entropy"] = sum(metrics["_entropy_sum"]) / count if count else math.nan
+        out[metric_names.ENTROPY] = sum(metrics["_entropy_sum"]) / count if count else math.nan
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from engine import metric_names
 from engine.algos.rollout_correction import mismatch_metrics, rollout_correction
 from engine.protocol import Batch
 
@@ -25,10 +26,10 @@ def rollout_probs_diff(rollout_log_probs: torch.Tensor, actor_log_probs: torch.T
         return {}
     rollout, actor = rollout_log_probs.float()[valid], actor_log_probs.float()[valid]
     diff = (rollout.exp() - actor.exp()).abs()
-    return {"training/rollout_probs_diff_mean": diff.mean().item(),
+    return {metric_names.ROLLOUT_PROBS_DIFF_MEAN: diff.mean().item(),
             "training/rollout_probs_diff_max": diff.max().item(),
             "training/rollout_probs_diff_std": diff.std().item() if diff.numel() > 1 else 0.0,
-            "actor/rollout_log_probs_absdiff": (rollout - actor).abs().mean().item()}
+            metric_names.ROLLOUT_LOG_PROBS_ABSDIFF: (rollout - actor).abs().mean().item()}
 
 
 def rollout_mismatch_metrics(batch: Batch) -> dict[str, float]:

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from engine import metric_names
+
 N_BOOTSTRAP = 1000
 SEED = 42
 
@@ -125,7 +127,7 @@ def flat_validation_metrics(stats: dict[str, dict[str, dict[str, float]]]) -> di
             for stat, value in values.items():
                 is_core = (name == core and stat.split("@")[0] in ("mean", "maj", "best")
                            and stat.split("@")[1].split("/")[0] == str(n_max))
-                out[f"{'val-core' if is_core else 'val-aux'}/{source}/{name}/{stat}"] = value
+                out[f"{metric_names.VAL_CORE_PREFIX if is_core else 'val-aux/'}{source}/{name}/{stat}"] = value
     return out
 
 

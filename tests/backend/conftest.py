@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from backend.services.ray_head import free_port
+from backend.services.dispatch.ports import free_port
 from backend.settings import Settings
 from tests import waiting
 from tests.waiting import wait_for
@@ -95,6 +95,20 @@ def settings(tmp_path, request, database) -> Settings:
 def client(settings):
     with TestClient(create_app(settings)) as c:
         yield c
+
+
+@pytest.fixture
+def restartable(settings):
+    """A server on the test's SQLite file, and a way to restart it (a new app on the same file)."""
+    apps = []
+
+    def start():
+        if apps:
+            apps[-1].__exit__(None, None, None)
+        apps.append(TestClient(create_app(settings)))
+        return apps[-1].__enter__()
+    yield start
+    apps[-1].__exit__(None, None, None)
 
 
 def auth(run: dict) -> dict:

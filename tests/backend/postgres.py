@@ -14,7 +14,7 @@ import tempfile
 from itertools import count
 from pathlib import Path
 
-from backend.services.ray_head import free_port
+from backend.services.dispatch.ports import free_port
 
 USER = "rlstudio"  # the server's superuser (trust authentication on 127.0.0.1 and its own socket only)
 

@@ -7,7 +7,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from backend.app import RedactTokens, create_app
+from backend.app import create_app
+from backend.server.middleware import RedactTokens
 
 API = "/api/v1"
 TOKEN = "s3cret-api-token"

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.services.ray_head import free_port
+from backend.services.dispatch.ports import free_port
 from tests.waiting import alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from backend.services.ray_head import LocalRayHead, process_start_time
+from backend.services.dispatch.local_head import LocalRayHead
+from backend.services.dispatch.processes import process_start_time
 from tests.backend.conftest import DATABASES, HTTP_TIMEOUT, REPO, TERMINAL, run_state, wait_for, wait_status
 from tests.step_hold import hold_env
 

@@ -116,7 +116,7 @@ def test_own_head_and_lost_run_after_restart(server_factory, tmp_path):  # start
     run = launch(server.url, "trainer.total_training_steps=1000", "+trainer.tiny_step_seconds=1")
     wait_status(server.url, run["id"], {"running"})
     server.stop()  # graceful: the server stops the head it owns, and with it the job
-    from backend.services.ray_head import LocalRayHead
+    from backend.services.dispatch.local_head import LocalRayHead
 
     temp_dir = str(LocalRayHead(data).temp_dir)
     leftover = subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True, check=False).stdout.split()

@@ -18,9 +18,9 @@ from backend.models import LogLine, Run, RunStatus
 from backend.services.dispatch import queue, records, spool
 from backend.services.dispatch.head import RayConnection, cluster_token
 from backend.services.dispatch.logs import JobLogs
+from backend.services.dispatch.ports import free_port
 from backend.services.dispatch.reconcile import reconcile
 from backend.services.dispatch.submit import SubmitFailed, job_env, not_ready, with_retries
-from backend.services.ray_head import free_port
 from engine.loggers.dashboard_spool import Spool
 from tests.backend.conftest import HTTP_TIMEOUT
 from tests.waiting import wait_for

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from backend.api_token import is_loopback
-from backend.services.ray_head import free_port
+from backend.services.dispatch.ports import free_port
 from tests.backend.conftest import PY, REPO
 from tests.waiting import wait_serving
 

@@ -232,9 +232,7 @@ def test_an_import_in_progress_is_not_judged_stalled(client, settings):
     take minutes after the last point: the stall check, which judges against the clock, leaves it alone."""
     from backend.models import MetricsIngest
     from backend.services import metrics
-    from backend.services.health.store import refresh_stalled
-
-    from backend.services.health.store import HEALTH_CHECKS
+    from backend.services.health import HEALTH_CHECKS, refresh_stalled
 
     with Session(client.app.state.engine, expire_on_commit=False) as session:
         session.info[HEALTH_CHECKS] = True  # as the server's sessions have it

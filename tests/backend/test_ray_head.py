@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.services import ray_head
-from backend.services.ray_head import PORT_FLAGS, LocalRayHead, free_ports, process_group_members
+from backend.services.dispatch import local_head
+from backend.services.dispatch import ports as port_choice
+from backend.services.dispatch.local_head import PORT_FLAGS, LocalRayHead
+from backend.services.dispatch.ports import free_ports
+from backend.services.dispatch.processes import process_group_members
 
 
 def test_free_ports_are_distinct_and_never_handed_out_twice():
@@ -29,10 +32,10 @@ def test_free_ports_are_distinct_and_never_handed_out_twice():
 def test_free_ports_lie_below_the_ephemeral_range():
     """The kernel hands out ephemeral ports on its own (outgoing connections, binds to port 0, Ray's workers):
     a port chosen there could be taken before the head's component binds it. Ours never are."""
-    low = ray_head.ephemeral_range()[0]
-    assert low - ray_head.LOWEST_PORT >= 1000  # this machine's range leaves room below it
+    low = port_choice.ephemeral_range()[0]
+    assert low - port_choice.LOWEST_PORT >= 1000  # this machine's range leaves room below it
     ports = free_ports(50)
-    assert all(ray_head.LOWEST_PORT <= p < low for p in ports), ports
+    assert all(port_choice.LOWEST_PORT <= p < low for p in ports), ports
 
 
 def test_free_ports_skips_a_port_drawn_again_or_in_use(monkeypatch):
@@ -41,10 +44,10 @@ def test_free_ports_skips_a_port_drawn_again_or_in_use(monkeypatch):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         in_use = busy.getsockname()[1]
-        low = ray_head.ephemeral_range()[0]
+        low = port_choice.ephemeral_range()[0]
         a, b, c, d = low - 10, low - 11, low - 12, low - 13
-        monkeypatch.setattr(ray_head, "_handed_out", {b})
-        monkeypatch.setattr(ray_head, "_candidates", lambda: iter([a, a, b, in_use, c, d]))
+        monkeypatch.setattr(port_choice, "_handed_out", {b})
+        monkeypatch.setattr(port_choice, "_candidates", lambda: iter([a, a, b, in_use, c, d]))
         assert free_ports(2) == [a, c]
 
 
@@ -140,11 +143,11 @@ def test_a_server_shut_down_mid_start_leaves_no_head(tmp_path):
     head.close()
     thread.join(60)
     assert not thread.is_alive()
-    assert len(ended) == 1 and isinstance(ended[0], ray_head.HeadClosed), ended
+    assert len(ended) == 1 and isinstance(ended[0], local_head.HeadClosed), ended
     wait_for(lambda: process_group_members(pid) == [], 30, 0.1, "the head's process group to be gone")
     assert head.read_record() is None
 
-    with pytest.raises(ray_head.HeadClosed, match="shutting down"):
+    with pytest.raises(local_head.HeadClosed, match="shutting down"):
         head.start()
     assert head.process is None
     assert not head.temp_dir.is_symlink() or head.temp_dir == head.session_root  # no /tmp link left behind
@@ -167,26 +170,26 @@ def listening_beyond_loopback(root_pid: int) -> tuple[list[str], int]:
             if c.status != psutil.CONN_LISTEN and not (c.type == socket.SOCK_DGRAM and c.laddr):
                 continue
             total += 1
-            if not ray_head.is_loopback(c.laddr.ip):
+            if not port_choice.is_loopback(c.laddr.ip):
                 beyond.append(f"pid {proc.pid} ({name}): {c.laddr.ip} port {c.laddr.port}")
     return beyond, total
 
 
 def test_loopback_addresses():
     for host in ("127.0.0.1", "127.0.1.1", "::1", "::ffff:127.0.0.1", "localhost"):
-        assert ray_head.is_loopback(host), host
+        assert port_choice.is_loopback(host), host
     for host in ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2", "10.1.2.3", "fe80::1%eth0", "example.org"):
-        assert not ray_head.is_loopback(host), host
+        assert not port_choice.is_loopback(host), host
 
 
 def test_the_head_is_told_to_stay_on_loopback_unless_another_address_is_chosen(tmp_path):
     """Loopback (the default): Ray's single-machine switch is on, the node's address 127.0.0.1. Another address:
     the switch is off (other nodes may join), token auth on either way, the job API on 127.0.0.1 either way."""
     local = LocalRayHead(tmp_path / "a")
-    assert local.loopback and local.env()[ray_head.LOOPBACK_ONLY_ENV] == "0"
+    assert local.loopback and local.env()[local_head.LOOPBACK_ONLY_ENV] == "0"
     assert local.env()["RAY_AUTH_MODE"] == "token"
     wide = LocalRayHead(tmp_path / "b", host="192.0.2.2")
-    assert not wide.loopback and wide.env()[ray_head.LOOPBACK_ONLY_ENV] == "1"
+    assert not wide.loopback and wide.env()[local_head.LOOPBACK_ONLY_ENV] == "1"
     assert wide.env()["RAY_AUTH_MODE"] == "token" and wide._gcs_host() == "192.0.2.2"
     assert LocalRayHead(tmp_path / "c", host="::1")._gcs_host() == "[::1]"
 

@@ -133,8 +133,8 @@ def ray_env() -> dict:
     # Ray drains a node for up to 30 s on SIGTERM (for Serve); these nodes have nothing to drain, so they stop at
     # once (measured: a head's SIGTERM-to-exit 35 s -> 1.6 s).
     # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1: these clusters have several nodes, which Ray's loopback-only switch (the
-    # server's own head and the tests' shared head, backend/services/ray_head.py) refuses; so Ray gives them the
-    # machine's address and they listen beyond loopback, token auth on, for the length of one test.
+    # server's own head and the tests' shared head, backend/services/dispatch/local_head.py) refuses; so Ray gives
+    # them the machine's address and they listen beyond loopback, token auth on, for the length of one test.
     return engine_env() | {"RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
                            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
 

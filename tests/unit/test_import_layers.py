@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # lowest first; a module may import its own layer and the layers below it (the longest prefix names its layer)
 LAYERS = [
-    ["engine.errors"],  # ConfigError: anything may raise it
+    ["engine.errors",  # ConfigError: anything may raise it
+     "engine.metric_names"],  # the logged metrics' names: anything may log or read them (the server too)
     ["engine.rollout.registry"],  # the rollout backends and what each supports: the config's checks read it
     ["engine.config", "engine.protocol"],
     ["engine.algos", "engine.data", "engine.tools", "engine.loggers", "engine.reward",

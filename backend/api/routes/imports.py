@@ -27,7 +27,7 @@ from backend.models.run import RunPublic
 from backend.models.run_import import RunImported
 from backend.services import imports
 from backend.services.events import wake_on_commit
-from backend.services.health.store import HEALTH_CHECKS
+from backend.services.health import HEALTH_CHECKS
 
 router = APIRouter(tags=["imports"])
 

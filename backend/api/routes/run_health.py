@@ -11,7 +11,7 @@ from sqlmodel import Session
 from backend.api.deps import SessionDep, get_run_or_404
 from backend.models import NoSignalPrompts, RunHealth
 from backend.services import health
-from backend.services.health.store import STOP_JOB
+from backend.services.health import STOP_JOB
 
 router = APIRouter(tags=["health"])
 

@@ -1,5 +1,5 @@
 """Where the jobs go: the cluster at `settings.ray_address` (its token from the settings, RAY_AUTH_TOKEN or
-Ray's token file), or a local head this server starts and owns (backend/services/ray_head.py), healed when it
+Ray's token file), or a local head this server starts and owns (local_head.py), healed when it
 dies under the server. Holds the job client every other part uses."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.services.ray_head import LocalRayHead, read_token
+from backend.services.dispatch.local_head import LocalRayHead, read_token
 from backend.settings import Settings
 
 log = logging.getLogger("rlstudio.dispatch")

@@ -10,8 +10,8 @@ from sqlalchemy.engine import Engine
 
 from backend.models import RunStatus
 from backend.services.dispatch import records
+from backend.services.dispatch.local_head import HeadRecord
 from backend.services.events import EventBus
-from backend.services.ray_head import HeadRecord
 
 log = logging.getLogger("rlstudio.dispatch")
 

@@ -26,10 +26,11 @@ import math
 
 from backend.services.health.thresholds import t
 from backend.services.health.tracker import Described, Judged
+from engine import metric_names as names
 
-KL_KEYS = ("actor/reward_kl_penalty", "actor/kl_loss")  # KL to the reference: in the reward (PPO) or as a loss
-CLIPFRAC = "actor/pg_clipfrac"
-MISMATCH_KEYS = ("actor/rollout_log_probs_absdiff", "training/rollout_probs_diff_mean")
+KL_KEYS = (names.KL_IN_REWARD, names.KL_LOSS)  # KL to the reference: in the reward (PPO) or as a loss
+CLIPFRAC = names.PG_CLIPFRAC
+MISMATCH_KEYS = (names.ROLLOUT_LOG_PROBS_ABSDIFF, names.ROLLOUT_PROBS_DIFF_MEAN)
 ONCE = frozenset({"step1-kl", "step1-clip"})  # judged at step 1: an auto-stop rule needs no run of N steps for them
 FIRST_STEP = 1
 

@@ -16,20 +16,20 @@ from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
 from backend.services.health.update_checks import KEYS as UPDATE_KEYS
 from backend.services.health.update_checks import actor_not_moving
+from engine import metric_names as names
 
 Points = dict[str, list[tuple[int, float]]]
 
-SKIP_KEYS = ("actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite")  # 1: the optimizer step was skipped
+SKIP_KEYS = names.SKIPPED_STEP_KEYS  # 1: the optimizer step was skipped
 NONFINITE_KEY = re.compile(r"(loss|grad_norm)(/|$)")
-SCORE = "critic/score/mean"
-ENTROPY = "actor/entropy"
-LENGTH = "response_length/mean"
-CLIP = "response_length/clip_ratio"
-VALUES_STD = "critic/values/std"
-TOOL_CALLS = "tool_call_counts/mean"
-TURNS = "num_turns/mean"
-# the held-out score: the core variable's mean@N (`acc` when the reward returns it, else `reward`)
-VAL_SCORE = re.compile(r"^val-core/.+/(acc|reward)/mean@\d+$")
+SCORE = names.SCORE
+ENTROPY = names.ENTROPY
+LENGTH = names.RESPONSE_LENGTH
+CLIP = names.RESPONSE_CLIP_RATIO
+VALUES_STD = names.VALUES_STD
+TOOL_CALLS = names.TOOL_CALLS
+TURNS = names.TURNS
+VAL_SCORE = names.VAL_SCORE  # the held-out score: the core variable's mean@N
 # the engine's share of GRPO groups whose rewards are all equal, under whatever name it logs it
 NO_SIGNAL_KEY = re.compile(r"^(?!val).*(zero[_-]?var|zero[_-]?std|all[_-]?equal|no[_-]?signal)")
 
@@ -39,7 +39,7 @@ FIXED_KEYS = frozenset({*KL_KEYS, *SKIP_KEYS, SCORE, ENTROPY, LENGTH, CLIP, VALU
 
 def watched(key: str) -> bool:
     """Whether any check reads `key` (ingest hands the checks only these)."""
-    return (key in FIXED_KEYS or NONFINITE_KEY.search(key) is not None or key.startswith(("val-core/", "timing_s/"))
+    return (key in FIXED_KEYS or NONFINITE_KEY.search(key) is not None or key.startswith((names.VAL_CORE_PREFIX, names.TIMING_PREFIX))
             or NO_SIGNAL_KEY.search(key) is not None)
 
 
@@ -261,7 +261,7 @@ def held_out(st: dict, points: Points, ctx: dict) -> list[Judged]:
                 push(st.setdefault(ring, []), v, w)
     key = st.get("key")
     if key is None:
-        found = sorted(k for k in points if k.startswith("val-core/"))
+        found = sorted(k for k in points if k.startswith(names.VAL_CORE_PREFIX))
         key = next((k for k in found if VAL_SCORE.match(k)), found[0] if found else None)
         if key is None:
             return []

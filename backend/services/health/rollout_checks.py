@@ -12,11 +12,12 @@ import math
 
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
+from engine import metric_names as names
 
-STALE = "rollout/weights_stale"
-GAP = "rollout/weight_fingerprint_gap"
-CHANGE = "rollout/actor_weight_change"
-PARAMS = "rollout/stale_params"
+STALE = names.WEIGHTS_STALE
+GAP = names.WEIGHT_FINGERPRINT_GAP
+CHANGE = names.ACTOR_WEIGHT_CHANGE
+PARAMS = names.STALE_PARAMS
 KEYS = (STALE, GAP, CHANGE, PARAMS)
 
 

@@ -7,7 +7,7 @@ Whose clock: the engine's host may be another machine whose clock is off (or jum
 engine's own times are used — the median step time, from the points' wall times (the logger's, else the ingest
 time), and how long a phase had already run when its heartbeat was sent (`sent` − `time`) — and every moment that
 is compared with `now` is the server's own: when the newest step arrived (`received`) and when the heartbeat arrived,
-less that age (store.py). A test plants old arrivals through store.clock instead of waiting."""
+less that age (judge.heartbeat_of). A test plants old arrivals through state.clock instead of waiting."""
 from __future__ import annotations
 
 import math
@@ -16,6 +16,7 @@ import statistics
 from backend.services.health.metric_checks import push
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
+from engine import metric_names as names
 
 KEEP = 50  # step times kept for the median
 
@@ -33,7 +34,7 @@ def track(st: dict, step: int, wall: float, received: float | None = None) -> Ju
     return Judged("stalled", "error", [(step, False)], lambda s: Described("Run moving", ""))
 
 
-PHASES = "timing_s/"
+PHASES = names.TIMING_PREFIX
 KEEP_PHASE = 9  # each phase's latest times, for its median
 
 

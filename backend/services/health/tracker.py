@@ -1,6 +1,6 @@
 """Judgements -> alarm transitions. A check judges an alarm at each new step it can (a `Judged`: the steps in order,
 each bad or good, and how to describe the alarm at a step); `advance` keeps the alarm's consecutive bad / good counts
-and says where it fires or clears. Pure: the state is a plain dict stored with the run (store.py). A step costs a
+and says where it fires or clears. Pure: the state is a plain dict stored with the run (state.py). A step costs a
 tuple and a few integer operations; the words of an alarm are built only when it changes."""
 from __future__ import annotations
 

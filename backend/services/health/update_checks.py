@@ -14,10 +14,11 @@ import math
 
 from backend.services.health.thresholds import n, t
 from backend.services.health.tracker import Described, Judged
+from engine import metric_names as names
 
-CHANGE = "rollout/actor_weight_change"
-LR = "actor/lr"
-GRAD = "actor/grad_norm"
+CHANGE = names.ACTOR_WEIGHT_CHANGE
+LR = names.ACTOR_LR
+GRAD = names.ACTOR_GRAD_NORM
 KEYS = (CHANGE, LR)  # GRAD is watched already (every .../grad_norm is)
 
 

@@ -9,15 +9,14 @@ import logging
 from sqlmodel import Session, select
 
 from backend.models import Run, RunStatus
-from backend.services.health.store import refresh_stalled
+from backend.services.events import wake_on_commit
+from backend.services.health.hooks import refresh_stalled
 
 log = logging.getLogger("rlstudio")
 
 
 def sweep_once(engine, bus=None) -> list[str]:
     """Judge every running run now; returns the Ray jobs to stop."""
-    from backend.services.events import wake_on_commit
-
     jobs = []
     with Session(engine, expire_on_commit=False) as session:
         if bus is not None:

@@ -56,7 +56,7 @@ def on_run_ended(session: Session, run: Run) -> None:
 
 
 def on_alarm_changes(session: Session, run: Run, changes) -> None:
-    """Alarms that fired or cleared in this batch (services/health/store.py; a `refine` of a firing alarm's numbers
+    """Alarms that fired or cleared in this batch (services/health/alarms.py; a `refine` of a firing alarm's numbers
     is not news). The alarm rows are written (flushed) already."""
     news = [c for c in changes if c.kind in ("fire", "clear")]
     hooks = _subscribed(session, run) if news else []

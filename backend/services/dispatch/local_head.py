@@ -18,14 +18,12 @@ recorded process and then kills whatever is left in its process group."""
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +33,9 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from backend.services.dispatch.ports import free_ports, is_loopback
+from backend.services.dispatch.processes import kill_group, process_group_members, process_start_time
 
 log = logging.getLogger("rlstudio.ray_head")
 
@@ -46,84 +47,11 @@ SELF_CHOSEN_PORTS = ("--node-manager-port", "0", "--object-manager-port", "0",
                      # workers bind ports the OS picks: Ray's default range (10002-19999) is the same for every
                      # cluster on the machine, so a second one (the user's, a test's) would hand out the same ports
                      "--min-worker-port", "0", "--max-worker-port", "0")
-LOWEST_PORT = 20000
 LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray keeps a loopback node address (see above)
 # Ray's unix sockets live under the temp dir (`<temp>/session_<date>_<time>_<micros>_<pid>/sockets/<name>`: the
 # object store's, one per dashboard module, `dash_MetricsHead`...) and AF_UNIX paths are at most 107 bytes: a temp
 # dir longer than this goes under /tmp instead (24: the longest socket name, with room to spare)
 MAX_TEMP_DIR_BYTES = 107 - len("/session_2026-12-07_05-23-16_486943_4194304/sockets/") - 24
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1, an IPv4-mapped loopback (::ffff:127.0.0.1) or the name localhost."""
-    if host == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-_handed_out: set[int] = set()
-_handed_out_lock = threading.Lock()
-
-
-def ephemeral_range() -> tuple[int, int]:
-    """The ports the kernel hands out on its own (an outgoing connection, a bind to port 0)."""
-    try:
-        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def _candidates():
-    """Ports to try: at random below the kernel's ephemeral range, where nothing takes a port unasked, so a port
-    chosen here stays free between the choice and the component binding it (seen: a port taken in that gap by
-    another process killed the head's client server, and the head with it). An unusual range: the OS's own."""
-    low = ephemeral_range()[0]
-    pick = secrets.SystemRandom()
-    while True:
-        if low - LOWEST_PORT >= 1000:
-            yield pick.randint(LOWEST_PORT, low - 1)
-        else:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                yield s.getsockname()[1]
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports, free on every address, none handed out before by this process. All sockets stay
-    bound until every port is chosen."""
-    sockets: list[socket.socket] = []
-    ports: list[int] = []
-    try:
-        with _handed_out_lock:
-            for tried, port in enumerate(_candidates()):
-                if len(ports) == count:
-                    break
-                if tried > count + 1000:
-                    raise RuntimeError(f"could not find {count} free ports")
-                if port in _handed_out or port in ports:
-                    continue
-                s = socket.socket()
-                try:
-                    s.bind(("0.0.0.0", port))  # fails if anything listens on the port at any address
-                except OSError:
-                    s.close()
-                    continue
-                sockets.append(s)
-                ports.append(port)
-            _handed_out.update(ports)
-    finally:
-        for s in sockets:
-            s.close()
-    return ports
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 def read_token(path: Path) -> str:
@@ -137,34 +65,6 @@ def ensure_token(path: Path) -> str:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
     return read_token(path)
-
-
-def process_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, it names
-    one process for good (a reused pid has another start time). None: no such process (or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-def process_group_members(pgid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry))
-    return out
 
 
 @dataclass
@@ -434,7 +334,7 @@ class LocalRayHead:
         if record is not None:
             self._kill_group(record)
         elif process is not None:
-            _killpg(pid)
+            kill_group(pid)
         if process is not None:
             try:
                 process.wait(5)
@@ -450,14 +350,7 @@ class LocalRayHead:
         if leader is not None and leader != record.start_time:
             return
         if process_group_members(record.pid):
-            _killpg(record.pid)
+            kill_group(record.pid)
             deadline = time.monotonic() + 5
             while process_group_members(record.pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-
-
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
