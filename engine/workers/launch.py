@@ -68,7 +68,7 @@ LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 def loopback_only():
     """A Ray this process starts for itself listens on 127.0.0.1 only: its node gets the loopback address, which
     Ray's single-machine switch keeps (without it Ray swaps in the machine's own address and its GCS, raylet and
-    workers listen on every interface; backend/services/ray_head.py has the details). The variable reaches Ray's
+    workers listen on every interface; backend/services/dispatch/local_head.py has the details). The variable reaches Ray's
     processes through their environment; for this process Ray read it at import, so its flag is set too. Both are
     put back once Ray is up, so a later `ray.init(address=...)` of this process can join a cluster of several
     machines. A value the user set is kept."""
