@@ -15,18 +15,16 @@ import traceback
 import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
+from engine.errors import UserError, is_user_error
 from engine.rollout import registry as rollout_registry
-
-
-class UserError(Exception):
-    """A problem the user fixes in the config or the data; printed without a traceback."""
 
 
 def pick_device(cfg: PPOConfig) -> str:
     if cfg.trainer.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if cfg.trainer.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("trainer.device=cuda but no CUDA device is visible here; use trainer.device=cpu or auto.")
+        raise ConfigError("trainer.device=cuda but no CUDA device is visible here.", "trainer.device",
+                          "Use trainer.device=cpu or auto.")
     return cfg.trainer.device
 
 
@@ -95,12 +93,13 @@ def trial_score(reward_fn, dataset) -> None:
     try:
         reward_fn.compute_score(**kwargs)
     except NotImplementedError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc), "custom_reward_function.path") from None
     except Exception as exc:  # noqa: BLE001 - the user's code; report it briefly
         name = getattr(reward_fn.compute_score, "__name__", "reward function")
         raise UserError(f"The reward function {name} raised {type(exc).__name__}: {exc} on a trial call "
                         f"(data_source={kwargs['data_source']!r}, empty response). Fix the function "
-                        f"(custom_reward_function.path / .name) so it returns a number for any response.") from None
+                        f"(custom_reward_function.path / .name) so it returns a number for any response.",
+                        "custom_reward_function.path") from None
 
 
 def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
@@ -148,15 +147,6 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
             workers.stop()
 
 
-USER_ERRORS = (ConfigError, UserError, FileNotFoundError)
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    names = {"DataError", "RewardFunctionError", "ResourceError", "RewardComputeError", "NotImplementedError",
-             "RolloutSetupError"}
-    return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
-
-
 USAGE = """usage: python -m engine.main_ppo [--config-path DIR] [--config-name NAME] key=value ...
        python -m engine.main_ppo --config-file PATH
 
@@ -181,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001
         cause = getattr(exc, "cause", None)  # an error raised inside a worker arrives wrapped by Ray
-        if isinstance(cause, BaseException) and _is_user_error(cause):
+        if isinstance(cause, BaseException) and is_user_error(cause):
             exc = cause
-        if _is_user_error(exc):
+        if is_user_error(exc):
             print(f"Error: {exc}", file=sys.stderr)
             return 2
         traceback.print_exc()

@@ -124,6 +124,30 @@ def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
                 raise RunConfigError(f"{field}: no file '{name}' on the server, where the run reads it (from "
                                      f"{workdir}). Give a path that exists there, or builtin:arith/train.parquet.",
                                      field)
+    _check_tool_config(tree, workdir)
+
+
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+
+
+def _check_tool_config(tree: dict[str, Any], workdir: Path) -> None:
+    """The multi-turn tool config a config names must exist where the job reads it (`builtin:tools/` names must be
+    shipped ones), so the run is refused before its job starts rather than when its workers build the rollout."""
+    from engine.tools.registry import BUILTIN, resolve_path
+
+    node: Any = tree
+    for part in TOOL_CONFIG_KEY.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, str) or not node:
+        return
+    try:
+        path = resolve_path(node)
+    except ConfigError as exc:
+        raise RunConfigError(exc.message, TOOL_CONFIG_KEY, exc.fix) from None
+    if not node.startswith(BUILTIN) and not _is_file(workdir / Path(path)):
+        raise RunConfigError(f"{TOOL_CONFIG_KEY}: no file '{node}' on the server, where the run reads it (from "
+                             f"{workdir}). Give a path that exists there, or builtin:tools/calculator.yaml.",
+                             TOOL_CONFIG_KEY)
 
 
 # ------------------------------------------------------------------------------------------- the launch

@@ -58,7 +58,7 @@ def parse_overrides(args: list[str]) -> list[Override]:
         elif key.startswith("+"):
             key, add = key[1:], True
         if not key or any(not part for part in key.split(".")):
-            raise ConfigError(f"Argument '{arg}' has an empty key segment.")
+            raise ConfigError(f"Argument '{arg}' has an empty key segment.", key or None)
         out.append(Override(key=key, value=_parse_value(raw), add=add))
     return out
 
