@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine.config.errors import ConfigError
+from engine.config.frozen import editable_copy, freeze
 from engine.config.registry import refuse_unsupported
 from engine.config.rollout_correction import parse_is_threshold, parse_rs
 from engine.config.schema import PPOConfig, all_keys
@@ -137,7 +138,9 @@ def _check_launch(cfg: PPOConfig, world: int) -> None:
 
 
 def resolve(cfg: PPOConfig) -> PPOConfig:
-    cfg = cfg.model_copy(deep=True)
+    """The config with its derived keys filled and its combinations checked: a new config, read-only (the job runs
+    it as it is; engine/config/frozen.py)."""
+    cfg = editable_copy(cfg)
     # A resolved config sent back (the dashboard logger posts one) carries derived keys: their derived value is no
     # setting of the user's.
     if cfg.critic.rollout_n == cfg.actor_rollout_ref.rollout.n:
@@ -252,7 +255,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size "
                           f"({rollout.tensor_model_parallel_size}) exceeds the {world} workers.",
                           "actor_rollout_ref.rollout.tensor_model_parallel_size")
-    return cfg
+    return freeze(cfg)
 
 
 def uses_reference(cfg: PPOConfig) -> bool:

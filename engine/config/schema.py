@@ -12,9 +12,10 @@ from __future__ import annotations
 import typing
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
+from engine.errors import ReadOnlyConfigError
 from engine.rollout import registry as rollout_registry
 
 # UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form; "x-group"
@@ -26,6 +27,13 @@ LORA = {"x-group": "LoRA"}
 class Section(BaseModel):
     # Unknown keys are errors (the CLI turns them into "did you mean" messages); assignments re-validate.
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _read_only: bool = PrivateAttr(default=False)  # set on a resolved config (engine/config/frozen.py)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and getattr(self, "_read_only", False):
+            raise ReadOnlyConfigError(f"{type(self).__name__}.{name}: a resolved config is read-only; what a run "
+                                      "decides at its start goes into its plan (engine/config/plan.py)")
+        super().__setattr__(name, value)
 
 
 class Extensible(Section):

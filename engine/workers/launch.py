@@ -20,8 +20,9 @@ from engine.distributed.worker_group import WORKER_ENV, InProcessWorkerGroup, Wo
 from engine.workers.worker import TrainWorker, free_port
 
 
-def uses_ray(cfg) -> bool:
-    """Whether the run's workers go through Ray. ray_init.mode=in_process with several workers or a runtime_env is
+def uses_ray(cfg, in_process: bool = False) -> bool:
+    """Whether the run's workers go through Ray; `in_process`: ray_init.mode=auto keeps one worker in this process
+    even where RAY_ADDRESS names a cluster (engine.train's notebook runs). ray_init.mode=in_process with several workers or a runtime_env is
     refused by the config's resolve (engine/config/resolve.py); a cluster of several nodes depends on where the
     job runs (RAY_ADDRESS), so it is checked here."""
     world = world_size(cfg)
@@ -34,7 +35,7 @@ def uses_ray(cfg) -> bool:
             "Start the nodes (`ray start --head` on one, `ray start --address=HEAD:6379` on the others) and pass "
             "ray_init.address=HEAD:6379 (or submit with `ray job submit`); on one machine use trainer.nnodes=1 "
             "trainer.n_gpus_per_node=N.")
-    if mode == "in_process":
+    if mode == "in_process" or (in_process and mode == "auto" and world == 1 and not cfg.ray_init.runtime_env):
         return False
     if mode == "ray":
         return True
@@ -189,7 +190,7 @@ def first_call(group, cfg) -> tuple[str, int]:
                           "Fix or remove the key.") from None
 
 
-def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Workers:
+def start_workers(cfg, total_steps: int, device: str, worker_cls=None, in_process: bool = False) -> Workers:
     """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them.
     `worker_cls`: another class with TrainWorker's constructor, `address` and `init` (the tests' probes)."""
     worker_cls = worker_cls or TrainWorker
@@ -198,7 +199,7 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
     owns_ray = False
     group = None
     try:
-        if uses_ray(cfg):
+        if uses_ray(cfg, in_process):
             from engine.distributed.ray_worker_group import RayWorkerGroup, plan_resources
 
             owns_ray = start_ray(cfg)

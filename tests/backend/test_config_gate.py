@@ -9,11 +9,11 @@ from tests.backend.stored import stored
 
 API = "/api/v1"
 MULTI_TURN = "actor_rollout_ref.rollout.multi_turn"
+TOOLS = f"{MULTI_TURN}.tool_config_path=builtin:tools/calculator.yaml"
 
 # (name, overrides, the key the answer names)
 CASES = [
-    ("multi-turn with ignore_eos", [f"{MULTI_TURN}.enable=true", f"{MULTI_TURN}.tool_config_path="
-                                    "builtin:tools/calculator.yaml", "actor_rollout_ref.rollout.ignore_eos=true"],
+    ("multi-turn with ignore_eos", [f"{MULTI_TURN}.enable=true", TOOLS, "actor_rollout_ref.rollout.ignore_eos=true"],
      "actor_rollout_ref.rollout.ignore_eos"),
     ("multi-turn without a tool config", [f"{MULTI_TURN}.enable=true"], f"{MULTI_TURN}.tool_config_path"),
     ("multi-turn with a tool config the server lacks", [f"{MULTI_TURN}.enable=true",
@@ -23,8 +23,7 @@ CASES = [
                                                          f"{MULTI_TURN}.tool_config_path=builtin:tools/nope.yaml"],
      f"{MULTI_TURN}.tool_config_path"),
     ("multi-turn with vLLM at tensor parallel 2", [
-        f"{MULTI_TURN}.enable=true", f"{MULTI_TURN}.tool_config_path=builtin:tools/calculator.yaml",
-        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        f"{MULTI_TURN}.enable=true", TOOLS, "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
         "trainer.n_gpus_per_node=2"], "actor_rollout_ref.rollout.tensor_model_parallel_size"),
     ("vLLM on the CPU at tensor parallel 2", [
         "trainer.device=cpu", "actor_rollout_ref.rollout.name=vllm",
