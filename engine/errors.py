@@ -28,10 +28,6 @@ class ConfigError(UserError, ValueError):
     """A configuration problem: a value, or a combination of values, the engine cannot run."""
 
 
-class ReadOnlyConfigError(TypeError):
-    """Code set a key of a resolved config, which is read-only (engine/config/frozen.py): a bug, not the user's."""
-
-
 def is_user_error(exc: BaseException) -> bool:
     """Whether `exc` is the user's to fix: one of ours, a missing file, or a feature the user asked for that is
     not implemented (the message says which)."""

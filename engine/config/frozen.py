@@ -11,7 +11,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from engine.config.schema import Section
+from engine.config.schema import ReadOnlyConfigError, Section
+
+__all__ = ["ReadOnlyConfigError", "editable_copy", "freeze", "is_frozen"]
 
 C = TypeVar("C", bound=BaseModel)
 

@@ -15,13 +15,16 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
-from engine.errors import ReadOnlyConfigError
 from engine.rollout import registry as rollout_registry
 
 # UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form; "x-group"
 # fields get a card of their own there, named by the group (after the essentials, before "Advanced").
 ESSENTIAL = {"x-essential": True}
 LORA = {"x-group": "LoRA"}
+
+
+class ReadOnlyConfigError(TypeError):
+    """Code set a key of a resolved config, which is read-only (engine/config/frozen.py): a bug, not the user's."""
 
 
 class Section(BaseModel):

@@ -19,7 +19,7 @@ from backend.services.run_config import launch_config
 from backend.services.runs import new_token
 from backend.settings import Settings
 from engine.config import config_from_argv, save_resolved
-from engine.errors import ReadOnlyConfigError
+from engine.config.frozen import ReadOnlyConfigError
 from tests.backend.conftest import HTTP_TIMEOUT, REPO
 
 pytestmark = pytest.mark.slow  # trains one step of the demo
