@@ -40,12 +40,11 @@ class _Collect(Logger):
 
 
 def train(argv: list[str] | None = None) -> TrainResult:
-    from engine.config import config_from_argv, world_size
+    from engine.config import config_from_argv
     from engine.main_ppo import run
 
     cfg = config_from_argv(list(argv or []))
-    if cfg.ray_init.mode == "auto" and world_size(cfg) == 1 and not cfg.ray_init.runtime_env:
-        cfg.ray_init.mode = "in_process"  # even where RAY_ADDRESS names a cluster: a notebook's run stays here
     result = TrainResult()
-    run(cfg, loggers=[_Collect(result)])
+    # one worker stays in this process even where RAY_ADDRESS names a cluster: a notebook's run stays here
+    run(cfg, loggers=[_Collect(result)], in_process=True)
     return result

@@ -15,40 +15,58 @@ import traceback
 import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
+from engine.config.frozen import freeze
+from engine.config.plan import Plan
+from engine.errors import UserError, is_user_error
 from engine.rollout import registry as rollout_registry
-
-
-class UserError(Exception):
-    """A problem the user fixes in the config or the data; printed without a traceback."""
 
 
 def pick_device(cfg: PPOConfig) -> str:
     if cfg.trainer.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if cfg.trainer.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("trainer.device=cuda but no CUDA device is visible here; use trainer.device=cpu or auto.")
+        raise ConfigError("trainer.device=cuda but no CUDA device is visible here.", "trainer.device",
+                          "Use trainer.device=cpu or auto.")
     return cfg.trainer.device
 
 
-def prepare(cfg: PPOConfig):
-    """Everything that can fail because of the user's input, before any worker starts."""
-    from transformers import AutoTokenizer
-
+def plan_job(cfg: PPOConfig, device: str) -> tuple[PPOConfig, Plan]:
+    """(the config the run's parts read, the driver's plan): the resolved config, which stays as the server stored
+    it, with what this machine decides: the device of trainer.device=auto, local paths of built-in assets and
+    model directories, the absolute profile folder. Each key set is recorded with why (engine/config/plan.py)."""
     from engine.builtins import resolve_builtins
-    from engine.data.dataset import PromptLoader, RLDataset
     from engine.models.paths import check_model_path
-    from engine.reward.manager import RewardManager
-
-    resolve_builtins(cfg)
     from engine.workers.profiling import profile_root
 
-    cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir
+    plan = Plan.start(cfg, "driver")
+    job = plan.config
+    job.trainer.device = device
+    plan.record("trainer.device=auto: " + ("a CUDA device is visible" if device == "cuda" else
+                                           "no CUDA device is visible here"))
+    rollout_registry.check_device(job.actor_rollout_ref.rollout, device)  # trainer.device=auto: known only now
+    resolve_builtins(job)
+    plan.record("a built-in asset, prepared on this machine")
+    job.trainer.profile_dir = profile_root(job.trainer) or job.trainer.profile_dir
+    plan.record("profiled steps write here (absolute: the workers may start in another directory)")
+    model = job.actor_rollout_ref.model
+    model.path = check_model_path(model.path, "actor_rollout_ref.model.path")
+    if job.critic.enable:
+        job.critic.model.path = check_model_path(job.critic.model.path, "critic.model.path")
+    if job.reward_model.enable:  # the model itself loads on the workers (engine/workers/build.py)
+        job.reward_model.model.path = check_model_path(job.reward_model.model.path or "", "reward_model.model.path")
+    plan.record("the model directory, ~ expanded")
+    return plan.done(), plan
+
+
+def prepare(cfg: PPOConfig):
+    """Everything that can fail because of the user's input, before any worker starts. `cfg`: the job's config
+    (plan_job's), which this reads only."""
+    from transformers import AutoTokenizer
+
+    from engine.data.dataset import PromptLoader, RLDataset
+    from engine.reward.manager import RewardManager
+
     actor_rollout_ref = cfg.actor_rollout_ref
-    rollout = actor_rollout_ref.rollout
-    rollout_registry.check_device(rollout, cfg.trainer.device)  # trainer.device=auto: known only now
-    actor_rollout_ref.model.path = check_model_path(actor_rollout_ref.model.path, "actor_rollout_ref.model.path")
-    if cfg.critic.enable:
-        cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")
     tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(cfg.data.tokenizer or actor_rollout_ref.model.path),
                                               trust_remote_code=actor_rollout_ref.model.trust_remote_code)
     if tokenizer.pad_token_id is None:
@@ -81,8 +99,6 @@ def prepare(cfg: PPOConfig):
                               overlong_buffer=rm_kwargs.overlong_buffer_cfg if cfg.reward_model.reward_manager == "dapo"
                               else None, max_resp_len=rm_kwargs.max_resp_len)
     trial_score(reward_fn, train_ds)
-    if cfg.reward_model.enable:  # the model itself loads on the workers (engine/workers/build.py)
-        cfg.reward_model.model.path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
     return tokenizer, loader, val_ds, reward_fn, total_steps
 
 
@@ -95,30 +111,34 @@ def trial_score(reward_fn, dataset) -> None:
     try:
         reward_fn.compute_score(**kwargs)
     except NotImplementedError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc), "custom_reward_function.path") from None
     except Exception as exc:  # noqa: BLE001 - the user's code; report it briefly
         name = getattr(reward_fn.compute_score, "__name__", "reward function")
         raise UserError(f"The reward function {name} raised {type(exc).__name__}: {exc} on a trial call "
                         f"(data_source={kwargs['data_source']!r}, empty response). Fix the function "
-                        f"(custom_reward_function.path / .name) so it returns a number for any response.") from None
+                        f"(custom_reward_function.path / .name) so it returns a number for any response.",
+                        "custom_reward_function.path") from None
 
 
-def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
-    """Train under `cfg`; returns the last step trained. `loggers`: more Logger objects beside trainer.logger's."""
+def run(cfg: PPOConfig, loggers: tuple = (), in_process: bool = False) -> int:
+    """Train under `cfg` (a resolved config: read-only, run as it is); returns the last step trained. `loggers`: more
+    Logger objects beside trainer.logger's. `in_process`: one worker in this process even where RAY_ADDRESS names
+    a cluster (engine.train's notebook runs), unless the config asks for Ray."""
     from engine.loggers import build_loggers
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.launch import start_workers, uses_ray
 
-    uses_ray(cfg)  # a worker count that ray_init.mode cannot run fails here, before anything loads
+    freeze(cfg)  # a config made in code without resolve(): read-only from here on too
+    uses_ray(cfg, in_process)  # a worker count that ray_init.mode cannot run fails here, before anything loads
     device = pick_device(cfg)
-    cfg.trainer.device = device
-    tokenizer, loader, val_ds, reward_fn, total_steps = prepare(cfg)
+    job, plan = plan_job(cfg, device)
+    tokenizer, loader, val_ds, reward_fn, total_steps = prepare(job)
     val_reward_fn = reward_fn
     logger = build_loggers(cfg, total_steps, progress=sys.stderr.isatty())
     logger.loggers.extend(loggers)
     workers = None
     try:
-        workers = start_workers(cfg, total_steps, device)
+        workers = start_workers(job, total_steps, device, in_process=in_process)
         roles = ["actor", "rollout"] + (["reference"] if uses_reference(cfg) else [])
         roles += ["critic"] if cfg.critic.enable else []
         roles += ["reward_model"] if cfg.reward_model.enable else []  # on the workers, beside the reference
@@ -130,10 +150,12 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
                           total_steps=total_steps, launcher=workers.launcher,
                           device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
                           n_trainable_params=workers.info.get("n_trainable_params"), **critic,
-                          placement=workers.info.get("placement"))
+                          placement=workers.info.get("placement"),
+                          # what the driver and the workers decided at the start (engine/config/plan.py)
+                          plan=plan.entries + workers.info.get("plan", []))
         # the async modes (verl's colocate_async / separate_async, engine/trainer/ASYNC.md): the trainer takes its
         # batches from a rollout thread (engine/trainer/batches.py)
-        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
+        trainer = PPOTrainer(job, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
                              total_steps, device_name=workers.info.get("device_name"),
                              n_params=workers.info.get("n_params"))
         trainer.fit()
@@ -146,15 +168,6 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
         logger.close()
         if workers is not None:
             workers.stop()
-
-
-USER_ERRORS = (ConfigError, UserError, FileNotFoundError)
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    names = {"DataError", "RewardFunctionError", "ResourceError", "RewardComputeError", "NotImplementedError",
-             "RolloutSetupError"}
-    return isinstance(exc, USER_ERRORS) or type(exc).__name__ in names
 
 
 USAGE = """usage: python -m engine.main_ppo [--config-path DIR] [--config-name NAME] key=value ...
@@ -181,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001
         cause = getattr(exc, "cause", None)  # an error raised inside a worker arrives wrapped by Ray
-        if isinstance(cause, BaseException) and _is_user_error(cause):
+        if isinstance(cause, BaseException) and is_user_error(cause):
             exc = cause
-        if _is_user_error(exc):
+        if is_user_error(exc):
             print(f"Error: {exc}", file=sys.stderr)
             return 2
         traceback.print_exc()

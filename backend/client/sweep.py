@@ -9,29 +9,14 @@ from collections.abc import Sequence
 from backend.client.api import Client
 from backend.models import RunPublic
 from engine import metric_names
+from engine.config import split_choices
 
 # what a results table shows unless told otherwise: held-out reward per data source, and the training score
 DEFAULT_METRICS = (metric_names.VAL_SCORE_PATTERN, re.escape(metric_names.SCORE))
 
 
-def split_top_level(value: str) -> list[str]:
-    """'1e-4,3e-4' -> ['1e-4', '3e-4']; commas inside [...], {...}, (...) or quotes belong to one value."""
-    parts, depth, quote, current = [], 0, None, ""
-    for char in value:
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in "[{(":
-            depth += 1
-        elif char in "]})":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        current += char
-    return parts + [current]
+# the engine's value grammar (engine/config/values.py): a sweep's `key=a,b,c` split where Hydra splits it
+split_top_level = split_choices
 
 
 def parse_grid(arguments: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:

@@ -179,7 +179,9 @@ class RunPublic(RunBase):
         "what the engine reported when the run started (its `started` status): e.g. `device`, `device_name`, "
         "`workers`, `roles`, `launcher`, `n_params` (the actor's parameters) and `n_trainable_params` (those that "
         "train: fewer than `n_params` with LoRA, equal in full fine-tuning), and for a run with a critic "
-        "`critic_n_params` and `critic_n_trainable_params` (the same for the critic); empty until then"))
+        "`critic_n_params` and `critic_n_trainable_params` (the same for the critic), and `plan`: what the job "
+        "decided at its start from the machine, beside the resolved config it runs as it is ([{key, value, was, "
+        "why, by}], e.g. the device of trainer.device=auto, micro-batches sized from GPU memory); empty until then"))
 
 
 class RunCreated(RunPublic):

@@ -10,8 +10,18 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from engine.config import (CONFIG_DIR, ConfigError, apply_overrides, build_config, canonical_key, load_named_config,
-                           merge_trees, save_resolved, set_dotted)
+from engine.config import (
+    CONFIG_DIR,
+    ConfigError,
+    apply_overrides,
+    build_config,
+    canonical_key,
+    format_value,  # noqa: F401 - the one value grammar (engine/config/values.py): runs.py writes config filters with it
+    load_named_config,
+    merge_trees,
+    save_resolved,
+    set_dotted,
+)
 from engine.config import parse_command as engine_parse_command
 from engine.config import preset_names as engine_preset_names
 
@@ -124,30 +134,33 @@ def check_data_files(tree: dict[str, Any], workdir: Path) -> None:
                 raise RunConfigError(f"{field}: no file '{name}' on the server, where the run reads it (from "
                                      f"{workdir}). Give a path that exists there, or builtin:arith/train.parquet.",
                                      field)
+    _check_tool_config(tree, workdir)
+
+
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+
+
+def _check_tool_config(tree: dict[str, Any], workdir: Path) -> None:
+    """The multi-turn tool config a config names must exist where the job reads it (`builtin:tools/` names must be
+    shipped ones), so the run is refused before its job starts rather than when its workers build the rollout."""
+    from engine.tools import BUILTIN, resolve_path
+
+    node: Any = tree
+    for part in TOOL_CONFIG_KEY.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, str) or not node:
+        return
+    try:
+        path = resolve_path(node)
+    except ConfigError as exc:
+        raise RunConfigError(exc.message, TOOL_CONFIG_KEY, exc.fix) from None
+    if not node.startswith(BUILTIN) and not _is_file(workdir / Path(path)):
+        raise RunConfigError(f"{TOOL_CONFIG_KEY}: no file '{node}' on the server, where the run reads it (from "
+                             f"{workdir}). Give a path that exists there, or builtin:tools/calculator.yaml.",
+                             TOOL_CONFIG_KEY)
 
 
 # ------------------------------------------------------------------------------------------- the launch
-_PLAIN = re.compile(r"^[A-Za-z_/.~][A-Za-z0-9_./:@+\-~]*$")
-
-
-def format_value(value: Any) -> str:
-    """A value as a `key=value` override writes it (Hydra's grammar): lists [a,b], quoted strings, null."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if _PLAIN.match(text) and text.lower() not in ("null", "true", "false", "nan", "inf"):
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 # The keys the server sets on a launch (where the job reports and keeps its checkpoints). None of them is an input
 # of a derived key or a cross-field check, so setting them on the resolved config needs no second resolve.
 LAUNCH_KEYS = ("trainer.logger", "trainer.dashboard_url", "trainer.default_local_dir")

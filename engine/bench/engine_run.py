@@ -74,6 +74,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     from transformers import AutoTokenizer
 
     from engine.config import build_config
+    from engine.config.frozen import editable_copy, freeze
     from engine.reward.manager import RewardManager
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.launch import start_workers
@@ -81,8 +82,9 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
 
     model = model_dir(w)
     total = warmup + steps
-    cfg = build_config(engine_overrides(w, model, algo, total, device) + list(extra))
+    cfg = editable_copy(build_config(engine_overrides(w, model, algo, total, device) + list(extra)))
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir  # trainer.profile_steps=[N]
+    freeze(cfg)
     tokenizer = AutoTokenizer.from_pretrained(model)
     reward_fn = RewardManager(tokenizer, bench_score)
     workers = trainer = None

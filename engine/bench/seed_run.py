@@ -62,12 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from engine.config import build_config, uses_reference
-    from engine.main_ppo import pick_device, prepare
+    from engine.main_ppo import pick_device, plan_job, prepare
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.worker import TrainWorker, free_port
 
-    cfg = build_config(seed_overrides(args.model, args.data, args.steps) + args.overrides)
-    cfg.trainer.device = pick_device(cfg)
+    resolved = build_config(seed_overrides(args.model, args.data, args.steps) + args.overrides)
+    cfg, _ = plan_job(resolved, pick_device(resolved))  # the device and local paths set (main_ppo.run's way)
     tokenizer, loader, val_ds, reward_fn, total = prepare(cfg)
     t0 = time.perf_counter()
     group = recording_group(TrainWorker, (cfg, total, cfg.trainer.device))

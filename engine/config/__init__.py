@@ -18,6 +18,7 @@ from engine.config.overrides import Command, CommandOverride, parse_command, par
 from engine.config.resolve import uses_reference, world_size
 from engine.config.resolved import load_resolved, save_resolved
 from engine.config.schema import PPOConfig, all_keys
+from engine.config.values import format_value, parse_value, split_choices
 from engine.config.verl_layout import ALIASES, canonical_key
 
 
@@ -31,7 +32,31 @@ def json_schema() -> dict:
     return schema
 
 
-__all__ = ["PPOConfig", "ConfigError", "build_config", "validate_tree", "json_schema", "parse_overrides",
-           "parse_command", "Command", "CommandOverride", "all_keys", "flatten", "world_size", "uses_reference",
-           "merge_trees", "set_dotted", "apply_overrides", "canonical_key", "CONFIG_DIR", "preset_names",
-           "load_named_config", "save_resolved", "load_resolved", "config_from_argv"]
+__all__ = [
+    "CONFIG_DIR",
+    "Command",
+    "CommandOverride",
+    "ConfigError",
+    "PPOConfig",
+    "all_keys",
+    "apply_overrides",
+    "build_config",
+    "canonical_key",
+    "config_from_argv",
+    "flatten",
+    "format_value",
+    "json_schema",
+    "load_named_config",
+    "load_resolved",
+    "merge_trees",
+    "parse_command",
+    "parse_overrides",
+    "parse_value",
+    "preset_names",
+    "save_resolved",
+    "set_dotted",
+    "split_choices",
+    "uses_reference",
+    "validate_tree",
+    "world_size",
+]

@@ -5,12 +5,12 @@ the grammar rejects (e.g. `~/data/train.parquet`) is taken as a plain string, as
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config.errors import ConfigError
+from engine.config.values import parse_value
 
 
 @dataclass
@@ -18,32 +18,6 @@ class Override:
     key: str
     value: Any
     add: bool = False  # `+key=value`: a key that is not in the schema is allowed
-
-
-@functools.cache
-def _hydra():
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
-def _parse_value(raw: str) -> Any:
-    try:
-        parsed = _hydra().parse_override(f"x={raw}")
-        return _plain(parsed.value())
-    except Exception:  # noqa: BLE001 - anything the grammar rejects is a literal string
-        return raw
-
-
-def _plain(value: Any) -> Any:
-    """Hydra returns its own list/dict/sweep types; turn them into plain Python."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "list") and not isinstance(value, str):  # ChoiceSweep etc.
-        return [_plain(v) for v in value.list]
-    return value
 
 
 def parse_overrides(args: list[str]) -> list[Override]:
@@ -58,8 +32,8 @@ def parse_overrides(args: list[str]) -> list[Override]:
         elif key.startswith("+"):
             key, add = key[1:], True
         if not key or any(not part for part in key.split(".")):
-            raise ConfigError(f"Argument '{arg}' has an empty key segment.")
-        out.append(Override(key=key, value=_parse_value(raw), add=add))
+            raise ConfigError(f"Argument '{arg}' has an empty key segment.", key or None)
+        out.append(Override(key=key, value=parse_value(raw), add=add))
     return out
 
 
@@ -169,5 +143,5 @@ def parse_command(text: str) -> Command:
             continue
         prefix, key, raw = m.groups()
         op = {"~": "delete", "++": "force", "+": "add"}.get(prefix or "", "set")
-        cmd.overrides.append(CommandOverride(op, key, None if raw is None else _parse_value(raw), token))
+        cmd.overrides.append(CommandOverride(op, key, None if raw is None else parse_value(raw), token))
     return cmd

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine.config.errors import ConfigError
+from engine.config.frozen import editable_copy, freeze
 from engine.config.registry import refuse_unsupported
 from engine.config.rollout_correction import parse_is_threshold, parse_rs
 from engine.config.schema import PPOConfig, all_keys
@@ -105,8 +106,41 @@ def _runtime_env(cfg: PPOConfig) -> None:
     cfg.ray_init.runtime_env = env
 
 
+def _check_multi_turn(cfg: PPOConfig) -> None:
+    """The agent loop's needs: turns that end at the end token, and a tool config (its file is read where the job
+    runs; the server checks it exists there too)."""
+    rollout = cfg.actor_rollout_ref.rollout
+    if not rollout.multi_turn.enable:
+        return
+    if rollout.ignore_eos:
+        raise ConfigError("actor_rollout_ref.rollout.multi_turn.enable=True needs actor_rollout_ref.rollout.ignore_eos="
+                          "False (a model turn ends with the end token).", "actor_rollout_ref.rollout.ignore_eos")
+    if not rollout.multi_turn.tool_config_path:
+        key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+        raise ConfigError(f"{key} is not set: multi-turn rollouts need a tool config YAML (see engine/tools/README.md)",
+                          key, "e.g. builtin:tools/calculator.yaml")
+
+
+def _check_launch(cfg: PPOConfig, world: int) -> None:
+    """ray_init.mode=in_process runs one worker inside the driver, without Ray."""
+    ray_init = cfg.ray_init
+    if ray_init.mode != "in_process":
+        return
+    if world != 1:
+        raise ConfigError(f"ray_init.mode=in_process runs one worker, but trainer.nnodes × trainer.n_gpus_per_node "
+                          f"= {world}.", "ray_init.mode",
+                          "Set trainer.n_gpus_per_node=1 or ray_init.mode=auto (Ray for several).")
+    if ray_init.runtime_env:
+        raise ConfigError(f"ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = {ray_init.runtime_env} "
+                          "is the environment of Ray workers, but ray_init.mode=in_process runs the worker in the "
+                          "driver's process without Ray.", "ray_init.mode",
+                          "Set ray_init.mode=auto (or ray), or remove the runtime_env keys.")
+
+
 def resolve(cfg: PPOConfig) -> PPOConfig:
-    cfg = cfg.model_copy(deep=True)
+    """The config with its derived keys filled and its combinations checked: a new config, read-only (the job runs
+    it as it is; engine/config/frozen.py)."""
+    cfg = editable_copy(cfg)
     # A resolved config sent back (the dashboard logger posts one) carries derived keys: their derived value is no
     # setting of the user's.
     if cfg.critic.rollout_n == cfg.actor_rollout_ref.rollout.n:
@@ -144,6 +178,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     _check_dapo(cfg)
     check_trainer_mode(cfg, world)  # verl 0.9's trainer.use_v1 / trainer.v1.* (engine/config/trainer_mode.py)
     _runtime_env(cfg)
+    _check_multi_turn(cfg)
+    _check_launch(cfg, world)
 
     if critic.enable is None:
         critic.enable = alg.adv_estimator == "gae"
@@ -219,7 +255,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
         raise ConfigError(f"actor_rollout_ref.rollout.tensor_model_parallel_size "
                           f"({rollout.tensor_model_parallel_size}) exceeds the {world} workers.",
                           "actor_rollout_ref.rollout.tensor_model_parallel_size")
-    return cfg
+    return freeze(cfg)
 
 
 def uses_reference(cfg: PPOConfig) -> bool:

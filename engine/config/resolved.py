@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.config.errors import ConfigError
+from engine.config.frozen import freeze
 from engine.config.loader import validation_error
 from engine.config.schema import PPOConfig
 
@@ -51,6 +52,6 @@ def load_resolved(path: str | Path) -> PPOConfig:
                               WRITE_ONE + ", or pass the named config and the overrides instead (--config-name NAME "
                               "key=value ...).")
     try:
-        return PPOConfig.model_validate(tree)
+        return freeze(PPOConfig.model_validate(tree))
     except ValidationError as exc:
         raise validation_error(exc) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import typing
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
 import engine.rollout.registry as rollout_registry
@@ -23,9 +23,20 @@ ESSENTIAL = {"x-essential": True}
 LORA = {"x-group": "LoRA"}
 
 
+class ReadOnlyConfigError(TypeError):
+    """Code set a key of a resolved config, which is read-only (engine/config/frozen.py): a bug, not the user's."""
+
+
 class Section(BaseModel):
     # Unknown keys are errors (the CLI turns them into "did you mean" messages); assignments re-validate.
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _read_only: bool = PrivateAttr(default=False)  # set on a resolved config (engine/config/frozen.py)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and getattr(self, "_read_only", False):
+            raise ReadOnlyConfigError(f"{type(self).__name__}.{name}: a resolved config is read-only; what a run "
+                                      "decides at its start goes into its plan (engine/config/plan.py)")
+        super().__setattr__(name, value)
 
 
 class Extensible(Section):

@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from engine.errors import UserError
+
 HOW_TO_MAKE_DATA = ("create data with `python -m engine.data.gsm8k --local_dir DIR` "
                     "or `python -m engine.data.arith --local_dir DIR`")
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A problem with the user's data or data settings; the message says how to fix it."""
 
 

@@ -13,10 +13,11 @@ from typing import Any
 import ray
 
 from engine.distributed.worker_group import WORKER_ENV, WorkerGroup
+from engine.errors import UserError
 
 
-class ResourceError(RuntimeError):
-    pass
+class ResourceError(UserError, RuntimeError):
+    """The machine or cluster lacks what the run asks for (GPUs, CPUs, nodes); the message says which key."""
 
 
 @dataclass

@@ -52,7 +52,7 @@ def check_loggers(names, packages: bool = True) -> list[str]:
     names = logger_names(names)
     for name in names:
         if packages and name in PACKAGES and importlib.util.find_spec(PACKAGES[name][0]) is None:
-            raise ConfigError(missing_message(name))
+            raise ConfigError(missing_message(name), "trainer.logger")
     return names
 
 

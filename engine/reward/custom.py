@@ -10,8 +10,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.errors import UserError
 
-class RewardFunctionError(ValueError):
+
+class RewardFunctionError(UserError, ValueError):
     """The custom reward function could not be loaded; the message names the config key to fix."""
 
 

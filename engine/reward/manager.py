@@ -7,12 +7,13 @@ from typing import Any
 
 import torch
 
+from engine.errors import UserError
 from engine.protocol import Batch
 from engine.reward.default import default_compute_score
 from engine.reward.overlong import overlong_penalty
 
 
-class RewardComputeError(RuntimeError):
+class RewardComputeError(UserError, RuntimeError):
     """The reward function failed or returned something unusable; the message says which and why."""
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from engine.errors import ConfigError
 from engine.protocol import Batch
 from engine.rollout.formats import make_format
 from engine.rollout.trajectory import ASSISTANT, TOOL, Segment, Trajectory, layout, turns_record
@@ -180,7 +179,5 @@ def maybe_agent_loop(inner, tokenizer, rollout_cfg, pad_id: int, eos: list[int])
     multi_turn = rollout_cfg.multi_turn
     if not multi_turn.enable:
         return inner
-    if rollout_cfg.ignore_eos:
-        raise ConfigError("actor_rollout_ref.rollout.multi_turn.enable=True needs rollout.ignore_eos=False "
-                          "(a model turn ends with the end token)")
+    # multi_turn.enable with ignore_eos is refused by the config's resolve (engine/config/resolve.py)
     return AgentLoopRollout(inner, tokenizer, rollout_cfg, load_tools(multi_turn.tool_config_path), pad_id, eos)

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from engine.adapters import lora
+from engine.errors import UserError
 from engine.protocol import Batch
 from engine.rollout import freshness
 from engine.rollout.hf_rollout import assemble, eos_ids
@@ -36,7 +37,7 @@ INSTALL_HINT = ("pip install -e '.[vllm]' on a GPU machine, or `pip install vllm
 CPU_MIN_HEAD_DIM = 32
 
 
-class RolloutSetupError(RuntimeError):
+class RolloutSetupError(UserError, RuntimeError):
     """A configuration the vLLM rollout cannot run; the message says which knob to change."""
 
 

@@ -6,6 +6,6 @@ file in verl's format (`actor_rollout_ref.rollout.multi_turn.tool_config_path`, 
 memory and file-size limits in a temporary directory).
 """
 from engine.tools.base import Tool, ToolResult, run_tool, run_tools
-from engine.tools.registry import load_tools, resolve_path
+from engine.tools.registry import BUILTIN, load_tools, resolve_path
 
-__all__ = ["Tool", "ToolResult", "load_tools", "resolve_path", "run_tool", "run_tools"]
+__all__ = ["BUILTIN", "Tool", "ToolResult", "load_tools", "resolve_path", "run_tool", "run_tools"]

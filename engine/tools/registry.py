@@ -27,11 +27,11 @@ def _import(class_name: str, where: str):
     module_name, _, attr = str(class_name).rpartition(".")
     if not module_name:
         raise ConfigError(f"{where}: class_name={class_name!r} must be module.Class "
-                          "(e.g. engine.tools.calculator.CalculatorTool)")
+                          "(e.g. engine.tools.calculator.CalculatorTool)", KEY)
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{where}: cannot import class_name={class_name!r} ({exc})") from None
+        raise ConfigError(f"{where}: cannot import class_name={class_name!r} ({exc})", KEY) from None
 
 
 BUILTIN = "builtin:tools/"  # the configs shipped in engine/tools/configs/ (presets name them so)
@@ -71,15 +71,15 @@ def load_tools(path: str | None) -> list[Tool]:
     for i, entry in enumerate(entries):
         where = f"{KEY}={path!r}, tools[{i}]"
         if not isinstance(entry, dict) or "class_name" not in entry:
-            raise ConfigError(f"{where}: each tool needs class_name (and tool_schema, config)")
+            raise ConfigError(f"{where}: each tool needs class_name (and tool_schema, config)", KEY)
         schema = entry.get("tool_schema") or {}
         if not isinstance(schema, dict) or not isinstance(schema.get("function"), dict) \
                 or not schema["function"].get("name"):
             raise ConfigError(f"{where}: tool_schema needs {{type: function, function: {{name, description, "
-                              "parameters}}}}")
+                              "parameters}}}}", KEY)
         cls = _import(entry["class_name"], where)
         if not (isinstance(cls, type) and issubclass(cls, Tool)):
-            raise ConfigError(f"{where}: {entry['class_name']} is not a subclass of engine.tools.Tool")
+            raise ConfigError(f"{where}: {entry['class_name']} is not a subclass of engine.tools.Tool", KEY)
         tool = cls(dict(entry.get("config") or {}), schema)
         tool.tag = str(tool.config.get("tag", tool.name))
         tools.append(tool)

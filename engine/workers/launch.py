@@ -20,25 +20,22 @@ from engine.distributed.worker_group import WORKER_ENV, InProcessWorkerGroup, Wo
 from engine.workers.worker import TrainWorker, free_port
 
 
-def uses_ray(cfg) -> bool:
+def uses_ray(cfg, in_process: bool = False) -> bool:
+    """Whether the run's workers go through Ray; `in_process`: ray_init.mode=auto keeps one worker in this process
+    even where RAY_ADDRESS names a cluster (engine.train's notebook runs). ray_init.mode=in_process with several workers or a runtime_env is
+    refused by the config's resolve (engine/config/resolve.py); a cluster of several nodes depends on where the
+    job runs (RAY_ADDRESS), so it is checked here."""
     world = world_size(cfg)
     mode = cfg.ray_init.mode
     cluster = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
     if cfg.trainer.nnodes > 1 and not cluster:
         raise ConfigError(
             f"trainer.nnodes={cfg.trainer.nnodes} runs on a Ray cluster of that many nodes, but none is named, and the "
-            "Ray this command would start has one node. Start the nodes (`ray start --head` on one, `ray start "
-            "--address=HEAD:6379` on the others) and pass ray_init.address=HEAD:6379 (or submit with `ray job "
-            "submit`); on one machine use trainer.nnodes=1 trainer.n_gpus_per_node=N.")
-    if mode == "in_process":
-        if world != 1:
-            raise ConfigError(f"ray_init.mode=in_process runs one worker, but trainer.nnodes × trainer.n_gpus_per_node "
-                              f"= {world}; set trainer.n_gpus_per_node=1 or ray_init.mode=auto (Ray for several).")
-        if cfg.ray_init.runtime_env:
-            raise ConfigError(f"ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
-                              f"{cfg.ray_init.runtime_env} is the environment of Ray workers, but ray_init.mode="
-                              "in_process runs the worker in this process without Ray; set ray_init.mode=auto (or "
-                              "ray), or remove the runtime_env keys.")
+            "Ray this command would start has one node.", "trainer.nnodes",
+            "Start the nodes (`ray start --head` on one, `ray start --address=HEAD:6379` on the others) and pass "
+            "ray_init.address=HEAD:6379 (or submit with `ray job submit`); on one machine use trainer.nnodes=1 "
+            "trainer.n_gpus_per_node=N.")
+    if mode == "in_process" or (in_process and mode == "auto" and world == 1 and not cfg.ray_init.runtime_env):
         return False
     if mode == "ray":
         return True
@@ -108,7 +105,7 @@ def start_ray(cfg) -> bool:
     except (TypeError, ValueError) as exc:
         if runtime_env and "runtime" in str(exc).lower():  # e.g. an env var the submitted job's runtime_env sets too
             raise ConfigError(f"Ray refused ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
-                              f"{runtime_env}: {exc} Fix or remove the key.") from None
+                              f"{runtime_env}: {exc}", "ray_init.runtime_env", "Fix or remove the key.") from None
         raise
     return True
 
@@ -138,17 +135,19 @@ def check_py_executable(cfg, here: bool) -> None:
     workdir = cfg.ray_init.runtime_env.get("working_dir")  # where the workers start (`uv run` reads its project)
     cwd = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else None
     command = f"{exe} -c 'import ray'"
-    key = "ray_init.runtime_env.py_executable (verl 0.9: ray_kwargs.ray_init.runtime_env.py_executable)"
+    field = "ray_init.runtime_env.py_executable"
+    key = f"{field} (verl 0.9: ray_kwargs.ray_init.runtime_env.py_executable)"
     try:
         done = subprocess.run(["bash", "-c", command], env=env, cwd=cwd, capture_output=True, text=True, check=False,
                               timeout=PY_EXECUTABLE_GUARD_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{key} = {exe!r}: `{command}` did not finish within {PY_EXECUTABLE_GUARD_S} s, so Ray's "
-                          "workers could not start with it. Fix or remove the key.") from None
+                          "workers could not start with it.", field, "Fix or remove the key.") from None
     if done.returncode != 0:
         said = " ".join((done.stderr or done.stdout).split())[-1000:] or "nothing"
         raise ConfigError(f"{key} = {exe!r} cannot start Ray's workers: `{command}` exited with {done.returncode} "
-                          f"and said: {said} Fix or remove the key (it must run a Python with this Ray installed).")
+                          f"and said: {said}", field,
+                          "Fix or remove the key (it must run a Python with this Ray installed).")
 
 
 @dataclass
@@ -187,10 +186,11 @@ def first_call(group, cfg) -> tuple[str, int]:
             raise
         detail = " ".join(str(exc).split())[:1500]
         raise ConfigError(f"Ray could not set up ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
-                          f"{cfg.ray_init.runtime_env} for the workers: {detail} Fix or remove the key.") from None
+                          f"{cfg.ray_init.runtime_env} for the workers: {detail}", "ray_init.runtime_env",
+                          "Fix or remove the key.") from None
 
 
-def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Workers:
+def start_workers(cfg, total_steps: int, device: str, worker_cls=None, in_process: bool = False) -> Workers:
     """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them.
     `worker_cls`: another class with TrainWorker's constructor, `address` and `init` (the tests' probes)."""
     worker_cls = worker_cls or TrainWorker
@@ -199,7 +199,7 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
     owns_ray = False
     group = None
     try:
-        if uses_ray(cfg):
+        if uses_ray(cfg, in_process):
             from engine.distributed.ray_worker_group import RayWorkerGroup, plan_resources
 
             owns_ray = start_ray(cfg)

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
 from engine.adapters import lora
+from engine.config.plan import Plan
 from engine.protocol import Batch
 from engine.rollout import freshness, registry
 from engine.rollout.build import build_rollout
@@ -46,12 +47,16 @@ def entropy_sums(entropy: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
 
 class TrainWorker:
     def __init__(self, rank: int, world: int, cfg, total_steps: int, device: str, num_threads: int = 1):
-        self.rank, self.world, self.cfg = rank, world, cfg
+        # `cfg` is the job's config, read-only; this worker's parts read `self.cfg`: a copy with what the worker
+        # decides from its device and memory, recorded as its plan (engine/config/plan.py; init reports it)
+        self.plan = Plan.start(cfg, "worker")
+        self.rank, self.world, self.cfg = rank, world, self.plan.config
         self.total_steps = total_steps
         self.device_type = device
         if device == "cpu":
             torch.set_num_threads(max(1, num_threads))
-        self.auto_packing = default_packing(cfg, device)  # use_remove_padding left unset: packed on GPU
+        self.auto_packing = default_packing(self.cfg, device)  # use_remove_padding left unset: packed on GPU
+        self.plan.record("use_remove_padding unset: " + ("packed on the GPU" if device == "cuda" else "padded on the CPU"))
         # Our forward passes only slice model outputs out of place, which this FSDP2 warning is about.
         warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
         self.behaviour: BehaviourHost | None = None  # the async modes' copy of the actor (behaviour_init)
@@ -100,6 +105,8 @@ class TrainWorker:
                                       own_pool=registry.backend(rollout).own_memory and bool(rollout.free_cache_engine))
             if self.rank == 0:
                 print(f"[rlstudio] {micro}", flush=True)
+            self.plan.record(micro)
+        self.plan.done()  # read-only from here on
         actor = lora.parameter_counts(self.actor_module)
         # the critic's counts beside the actor's (a LoRA critic trains its adapter and value head only)
         critic = lora.parameter_counts(self.critic.module) if self.critic is not None else None
@@ -107,7 +114,7 @@ class TrainWorker:
                 "device_name": torch.cuda.get_device_name(0) if self.device_type == "cuda" else "cpu",
                 "n_params": actor["total"], "n_trainable_params": actor["trainable"],
                 **({"critic_n_params": critic["total"], "critic_n_trainable_params": critic["trainable"]}
-                   if critic else {}), "micro_batching": micro}
+                   if critic else {}), "micro_batching": micro, "plan": self.plan.entries}
 
     def _trained_roles(self) -> list:
         """(name, role, checkpoint config) of each trained role: what a checkpoint holds."""

@@ -70,14 +70,13 @@ def test_a_key_from_the_form_reaches_the_worker_resolved_once(client, settings, 
 
     # the job: its own argument handling (main_ppo.main's first call), then the workers as main_ppo.run starts them
     from engine.config import config_from_argv
-    from engine.main_ppo import pick_device, prepare
+    from engine.main_ppo import pick_device, plan_job, prepare
     from engine.workers.launch import start_workers
 
     cfg = config_from_argv(argv[3:])
-    cfg.trainer.logger = ["console"]  # no dashboard to report to here
-    cfg.trainer.device = pick_device(cfg)
-    _, _, _, _, total_steps = prepare(cfg)
-    workers = start_workers(cfg, total_steps, cfg.trainer.device)
+    job, _ = plan_job(cfg, pick_device(cfg))
+    _, _, _, _, total_steps = prepare(job)
+    workers = start_workers(job, total_steps, job.trainer.device)
     try:
         worker_cfg = workers.group.workers[0].cfg
     finally:

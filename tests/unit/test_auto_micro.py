@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from engine.bench.seed_run import seed_overrides
 from engine.config import build_config
+from engine.config.frozen import editable_copy  # auto_micro.apply writes a worker's own copy
 from engine.models.random import arch_config
 from engine.workers import auto_micro
 from engine.workers.actor import Actor
@@ -25,7 +26,7 @@ N_PARAMS = 494_032_768
 
 
 def seed_cfg(*extra):
-    return build_config(seed_overrides("/nonexistent/model", "/nonexistent/data", 3) + list(extra))
+    return editable_copy(build_config(seed_overrides("/nonexistent/model", "/nonexistent/data", 3) + list(extra)))
 
 
 def test_seed_command_on_an_h200_gets_token_budgets_and_no_checkpointing():
@@ -88,7 +89,8 @@ def w1_cfg(*extra):
     from engine.bench.engine_run import engine_overrides
     from engine.bench.workloads import WORKLOADS
 
-    return build_config(engine_overrides(WORKLOADS["w1"], "/nonexistent/model", "grpo", 4, "cuda") + list(extra))
+    return editable_copy(build_config(engine_overrides(WORKLOADS["w1"], "/nonexistent/model", "grpo", 4, "cuda")
+                                      + list(extra)))
 
 
 def test_w1_keeps_its_micro_batch_without_checkpointing():
@@ -137,7 +139,8 @@ def test_w2_runs_token_budgets_without_checkpointing_where_its_micro_batch_needs
     from engine.bench.workloads import WORKLOADS
 
     def w2_cfg(*extra):
-        return build_config(engine_overrides(WORKLOADS["w2"], "/nonexistent/model", "grpo", 4, "cuda") + list(extra))
+        return editable_copy(build_config(engine_overrides(WORKLOADS["w2"], "/nonexistent/model", "grpo", 4, "cuda")
+                                          + list(extra)))
 
     p = auto_micro.plan(w2_cfg(), QWEN05, H100, 2 * GB, N_PARAMS)
     tokens = p.budgets["actor_update"]
@@ -159,11 +162,11 @@ def test_switch_exists_and_defaults_on():
 
 # ---- the chosen update is the configured one: same loss, same grad norm (fp32, CPU, the tiny model) ----------
 def tiny_cfg(tiny_dir):
-    return build_config([f"actor_rollout_ref.model.path={tiny_dir}", "data.train_batch_size=5",
+    return editable_copy(build_config([f"actor_rollout_ref.model.path={tiny_dir}", "data.train_batch_size=5",
                          "data.max_prompt_length=7", "data.max_response_length=5",
                          "actor_rollout_ref.actor.ppo_mini_batch_size=5",
                          "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-                         "critic.ppo_micro_batch_size_per_gpu=1", "trainer.device=cpu"])
+                         "critic.ppo_micro_batch_size_per_gpu=1", "trainer.device=cpu"]))
 
 
 def update_batch():

@@ -186,7 +186,8 @@ export function useStepOverlaps(runId: number | null, params: OverlapQuery | nul
 }
 
 /** What the engine resolves a config to (POST /config/validate): the New-run form shows the values a run will use
- *  where it derives or caps them (micro-batches). A config it refuses has no plan (the form says why on submit). */
+ *  where it derives or caps them (micro-batches); a config it refuses answers a 422 naming the key, which the form
+ *  shows at that field as the user edits. */
 export function useConfigPlan(body: ConfigCheck, enabled: boolean) {
   return useQuery({
     queryKey: ["config-plan", body],

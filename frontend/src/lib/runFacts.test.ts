@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { deviceFact, fmtCount, parameterFact } from "./runFacts";
+import { deviceFact, fmtCount, parameterFact, planFact } from "./runFacts";
 
 describe("runFacts", () => {
   it("counts in short", () => {
@@ -39,5 +39,14 @@ describe("runFacts", () => {
     expect(deviceFact({ device: "cuda", device_name: "NVIDIA H100 80GB HBM3", workers: 2 })).toBe("NVIDIA H100 80GB HBM3 × 2");
     expect(deviceFact({ device: "cpu", device_name: "cpu", workers: 1 })).toBe("cpu");
     expect(deviceFact({})).toBeNull();
+  });
+});
+
+describe("planFact", () => {
+  it("reads the job's plan from the facts, skipping what is not an entry", () => {
+    const plan = [{ key: "trainer.device", value: "cpu", was: "auto", why: "no CUDA device", by: "driver" }, "junk", { value: 1 }];
+    expect(planFact({ plan })).toEqual([plan[0]]);
+    expect(planFact({})).toEqual([]);
+    expect(planFact(null)).toEqual([]);
   });
 });

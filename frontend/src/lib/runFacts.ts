@@ -45,3 +45,21 @@ export function deviceFact(facts: Record<string, unknown> | null | undefined): s
   const workers = count(facts?.workers);
   return workers !== null && workers > 1 ? `${name} × ${workers}` : name;
 }
+
+/** One key the job decided at its start (engine/config/plan.py), beside the resolved config it never rewrites. */
+export interface PlanEntry {
+  key: string;
+  value: unknown;
+  was: unknown;
+  why: string;
+  by: string;
+}
+
+/** The run's plan (`facts.plan`): the keys the driver and its workers set from the machine they run on; [] when
+ * none was reported (an engine before the plan, a run not started yet). */
+export function planFact(facts: Record<string, unknown> | null | undefined): PlanEntry[] {
+  const plan = facts?.plan;
+  if (!Array.isArray(plan)) return [];
+  return plan.filter((e): e is PlanEntry => typeof e === "object" && e !== null && typeof (e as PlanEntry).key === "string")
+    .map((e) => ({ key: e.key, value: e.value, was: e.was, why: typeof e.why === "string" ? e.why : "", by: typeof e.by === "string" ? e.by : "" }));
+}

@@ -26,5 +26,8 @@ describe("values", () => {
       expect(cmd).toContain(`${k}=`);
     }
     expect(formatValue("123")).toBe("'123'");
+    // the engine's writer (engine/config/values.py) writes booleans so; both read True and true
+    expect(formatValue(true)).toBe("true");
+    expect(formatValue([false, null])).toBe("[false,null]");
   });
 });

@@ -123,10 +123,11 @@ class ValueParser {
   }
 }
 
-/** Format a value back into override syntax (the inverse used for "copy as command"). */
+/** Format a value back into override syntax (the inverse used for "copy as command"); writes what the engine's one
+ * grammar writes (engine/config/values.py `format_value`: true/false, null, [a,b], {k:v}, 'quoted'). */
 export function formatValue(value: HydraValue): string {
   if (value === null) return "null";
-  if (typeof value === "boolean") return value ? "True" : "False";
+  if (typeof value === "boolean") return value ? "true" : "false";
   if (typeof value === "number") {
     if (value === Infinity) return "inf";
     if (value === -Infinity) return "-inf";

@@ -11,6 +11,7 @@ import { qk, runWrites, useConfigPlan } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
 import { flatten, sameValue, unflatten } from "../../lib/configDiff";
 import { essentialsFirst, fieldsFromSchema, type Field } from "../../lib/schemaForm";
+import { useDebounced } from "../../lib/useDebounced";
 import { toCommand, type HydraValue } from "../../lib/verlCommand";
 import { FieldGroupCard } from "./FieldGroupCard";
 import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
@@ -77,10 +78,16 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
     else if (!sameValue(v.value, base[key] ?? null)) changed[key] = v.value;
   }
 
-  // what the engine will use where it derives a value: ask it (debounce-free: one small request per edit)
+  // what the engine will use where it derives a value, and whether it takes the combination at all: ask it (POST
+  // /config/validate, the server's own gate) once the edits pause
   const planBody = useMemo(() => parent ? { config: unflatten({ ...flatten(parent.resolved_config), ...changed }) as Record<string, unknown> }
     : { preset, config: unflatten(changed) as Record<string, unknown> }, [parent, preset, JSON.stringify(changed)]); // eslint-disable-line react-hooks/exhaustive-deps
-  const plan = useConfigPlan(planBody, Object.keys(clientErrors).length === 0);
+  const settledBody = useDebounced(planBody, 300);
+  const plan = useConfigPlan(settledBody, Object.keys(clientErrors).length === 0);
+  // a combination the engine refuses (e.g. a batch that does not split into mini-batches), shown as the user edits
+  const live = useMemo(() => plan.error instanceof ApiError && plan.error.fieldErrors.length
+    ? splitServerErrors(plan.error.fieldErrors, (key) => byKey.has(key)) : { atFields: {}, general: [] }, [plan.error, byKey]);
+  const liveList = [...Object.entries(live.atFields).map(([k, m]) => `${k}: ${m}`), ...live.general];
   const planned = useMemo(() => plan.data ? flatten(plan.data.resolved_config) : null, [plan.data]);
   const plannedNote = (f: Field): string | undefined => {
     if (!planned || !/micro_batch_size_per_gpu$/.test(f.key) || !(f.key in planned)) return undefined;
@@ -160,7 +167,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
 
   const renderField = (f: Field) => (
     <FieldInput key={f.key} field={f} raw={rawFor(f)} changed={f.key in changed} planned={plannedNote(f)}
-      error={clientErrors[f.key] ?? serverErrors[f.key]} onChange={(raw) => setField(f.key, raw)} />
+      error={clientErrors[f.key] ?? serverErrors[f.key] ?? live.atFields[f.key]} onChange={(raw) => setField(f.key, raw)} />
   );
   const shownGroups = groups.map((g) => ({ ...g, fields: g.fields.filter(shown) })).filter((g) => g.fields.length > 0);
   const filteredAdvanced = advanced.filter(shown).filter((f) => !advancedFilter || f.key.includes(advancedFilter) || f.description.toLowerCase().includes(advancedFilter.toLowerCase()));
@@ -215,6 +222,11 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
         )}
       </details>
 
+      {liveList.length > 0 && Object.keys(serverErrors).length === 0 && (
+        <div className="notice error" role="status" data-live-errors>
+          The engine would refuse this config: {liveList.map((m, i) => <div key={i} className="mono small">{m}</div>)}
+        </div>
+      )}
       {generalErrors.length > 0 && <div className="notice error" role="alert">{generalErrors.map((g, i) => <div key={i}>{g}</div>)}</div>}
       {Object.keys(serverErrors).length > 0 && (
         <div className="notice error" role="alert">The server refused the config: see the highlighted field{Object.keys(serverErrors).length > 1 ? "s" : ""}.</div>

@@ -14,9 +14,10 @@ import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { CHARTS } from "../../lib/charts";
-import { deviceFact, parameterFact } from "../../lib/runFacts";
+import { deviceFact, parameterFact, planFact } from "../../lib/runFacts";
 import { isAsyncConfig, loggedOffPolicy, withStaleness } from "../../lib/staleness";
 import { ConfigView } from "./ConfigView";
+import { PlanView } from "./PlanView";
 import { HealthPanel } from "./HealthPanel";
 import { LogTail, useLogTail } from "./LogTail";
 import { RunManage } from "./RunManage";
@@ -142,7 +143,7 @@ function RunView({ run }: { run: RunPublic }) {
 
       <div className="grid-2">
         <section className="card"><h2>Log</h2><LogTail state={logs} /></section>
-        <section className="card"><h2>Config</h2><ConfigView config={run.resolved_config} edited={run.config} /></section>
+        <section className="card"><h2>Config</h2><PlanView plan={planFact(run.facts)} /><ConfigView config={run.resolved_config} edited={run.config} /></section>
       </div>
       <WebhookPanel runId={run.id} experimentId={run.experiment_id} active={active} />
       <RunManage key={`${run.id}-${run.name}-${(run.tags ?? []).join(",")}-${run.notes?.length ?? 0}`} run={run} />

@@ -1,0 +1,34 @@
+"""One value grammar (engine/config/values.py): what format_value writes, parse_value reads back as the same value,
+and the server and the client use these functions rather than writers of their own."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from backend.client.sweep import split_top_level
+from backend.services import run_config
+from engine.config import values
+from engine.config.overrides import parse_overrides
+
+CASES = [None, True, False, 0, -3, 1e-6, 3.5, float("inf"), "plain", "with space", "it's", "true", "null", "123",
+         "~/data/train.parquet", "a,b", [1, "x", None], [], {"a": 1, "b": [True, "y z"]}, {"nested": {"k": False}}]
+
+
+@pytest.mark.parametrize("value", CASES, ids=[repr(v) for v in CASES])
+def test_what_is_written_reads_back_as_the_same_value(value):
+    text = values.format_value(value)
+    assert values.parse_value(text) == value
+    assert parse_overrides([f"some.key={text}"])[0].value == value  # the command line's reader is the same
+
+
+def test_booleans_and_null_are_written_as_hydra_spells_them():
+    assert values.format_value(True) == "true" and values.format_value(None) == "null"
+    assert values.parse_value("True") is True and values.parse_value("true") is True
+    assert math.isinf(values.parse_value("inf"))
+
+
+def test_the_server_and_the_client_use_the_engines_grammar():
+    assert run_config.format_value is values.format_value
+    assert split_top_level is values.split_choices
+    assert values.split_choices("1e-4,3e-4") == ["1e-4", "3e-4"]
