@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.adapters import lora
-from engine.algos import batch_invariant
+from engine.rollout import batch_invariant
 
 ATTN_NAME = "rlstudio_static"
 # torch.compile backend of `compile_step`; CPU tests use "aot_eager": the same tracing, guards and dynamic-shape
@@ -109,7 +109,7 @@ class StaticDecoder:
                  fused_sampling: bool = False, compile_step: bool = False, causal_prefill: bool = True,
                  exact: bool = False):
         self.src = module
-        # exact mode (docs/exact-mode.md): the twin runs the batch-invariant ops of engine/algos/batch_invariant.py,
+        # exact mode (docs/exact-mode.md): the twin runs the batch-invariant ops of engine/rollout/batch_invariant.py,
         # as the actor does, and the token's log-prob comes from the actor's own tiled log-softmax. Kernels that
         # compute differently from the actor (Triton attention, fused sampling, torch.compile) are off, and so are
         # CUDA graphs (the exact attention syncs with the host for its tile count)

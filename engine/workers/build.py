@@ -11,7 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
 from engine.adapters import lora
-from engine.algos import batch_invariant
+from engine.rollout import batch_invariant
 from engine.distributed.fsdp import DTYPES, decoder_layers, fsdp_modules, shard_model
 from engine.reward.reward_model import RewardModelScorer
 from engine.workers import packing
@@ -78,7 +78,7 @@ class RoleBuilder:
                 exact: bool = False):
         """`packed_key`: the config key that turned use_remove_padding on (attention that also runs packed
         rows, engine/workers/packing.py); empty for plain SDPA. `exact`: the batch-invariant ops of exact mode
-        (engine/algos/batch_invariant.py; its attention runs padded and packed rows alike)."""
+        (engine/rollout/batch_invariant.py; its attention runs padded and packed rows alike)."""
         path = os.path.expanduser(path)
         config = AutoConfig.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)
         for k, v in (model_cfg.override_config or {}).items():

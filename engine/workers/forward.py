@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.algos.batch_invariant import exact_logprobs_and_entropy
+from engine.rollout.batch_invariant import exact_logprobs_and_entropy
 from engine.algos.logprob import logprobs_and_entropy
 from engine.protocol import Batch
 from engine.workers.packing import packed_inputs, response_sources, unpack_response
@@ -162,7 +162,7 @@ def response_log_probs(model, mb: Batch, temperature: float, calc_entropy: bool 
                        remove_padding: bool = False, exact: bool = False):
     """Log-probs [B, R] of the response tokens (and their entropy, else None); padding positions are 0 when
     packed (the padded path leaves whatever the model said there: callers mask them). `exact`: the log-softmax on
-    fixed row tiles (engine/algos/batch_invariant.py), as the exact-mode decoder computes it."""
+    fixed row tiles (engine/rollout/batch_invariant.py), as the exact-mode decoder computes it."""
     log_softmax = exact_logprobs_and_entropy if exact else logprobs_and_entropy
     if not remove_padding:
         logits = response_logits(model, mb, 1.0)  # the temperature is applied chunk by chunk, not on a copy

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.algos import batch_invariant as bi
+from engine.rollout import batch_invariant as bi
 from engine.config import ConfigError, build_config
 from engine.protocol import Batch
 from engine.rollout.hf_rollout import assemble

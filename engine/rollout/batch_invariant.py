@@ -23,7 +23,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.algos.logprob import _chunk_backward, _chunk_forward
 
 ATTN_NAME = "rlstudio_exact"
 ROW_TILE = 64  # rows per call of every row-wise op
@@ -186,9 +185,36 @@ def register() -> None:
 
 
 # ---- log-probs of the sampled tokens --------------------------------------------------------------------------
+def _tile_forward(tile: torch.Tensor, labels: torch.Tensor, inv_temp: float, with_entropy: bool):
+    """(logsumexp, label log-prob, entropy or None) of ROW_TILE rows of logits, fp32 (engine/algos/logprob.py's
+    math, which this layer may not import)."""
+    x = tile.float() * inv_temp
+    lse = torch.logsumexp(x, dim=-1)
+    lp = x.gather(-1, labels[:, None]).squeeze(-1) - lse
+    if not with_entropy:
+        return lse, lp, None
+    probs = torch.exp(x - lse[:, None])
+    return lse, lp, lse - torch.where(probs > 0, probs * x, torch.zeros_like(probs)).sum(-1)
+
+
+def _tile_backward(tile, labels, lse, entropy, g_lp, g_ent, inv_temp: float):
+    """d log p_y / d l_j = 1[j == y] - p_j; dH / d l_j = -p_j (l_j - E_p[l]), E_p[l] = lse - H; times 1/T."""
+    x = tile.float() * inv_temp
+    probs = torch.exp(x - lse[:, None])
+    grad = torch.zeros_like(probs)
+    if g_ent is not None:
+        centred = x - (lse - entropy)[:, None]
+        grad = grad - torch.where(probs > 0, probs * centred, torch.zeros_like(probs)) * g_ent[:, None]
+    if g_lp is not None:
+        onehot = torch.arange(x.shape[-1], device=x.device)[None, :] == labels[:, None]
+        grad = grad + (onehot.float() - probs) * g_lp[:, None]
+    return (grad * inv_temp).to(tile.dtype)
+
+
 class _ExactLogProbs(torch.autograd.Function):
-    """logprob.py's chunk kernels (eager) on tiles of exactly ROW_TILE rows: the same numbers for a row whatever
-    the number of rows (the decode step's B rows, the actor's micro-batch)."""
+    """The log-softmax of the label on tiles of exactly ROW_TILE rows: the same numbers for a row whatever the
+    number of rows (the decode step's B rows, the actor's micro-batch). Backward by hand, tile by tile, so that no
+    fp32 copy of the logits is kept for it."""
 
     @staticmethod
     def forward(ctx, logits, labels, inv_temp: float, with_entropy: bool):
@@ -198,7 +224,7 @@ class _ExactLogProbs(torch.autograd.Function):
         padded_labels = torch.cat([labels, labels.new_zeros(pad)]) if pad else labels
         lses, lps, ents = [], [], []
         for i in range(0, padded.shape[0], ROW_TILE):
-            lse, lp, ent = _chunk_forward(padded[i:i + ROW_TILE].contiguous(), padded_labels[i:i + ROW_TILE],
+            lse, lp, ent = _tile_forward(padded[i:i + ROW_TILE].contiguous(), padded_labels[i:i + ROW_TILE],
                                           inv_temp, with_entropy)
             lses.append(lse)
             lps.append(lp)
@@ -219,7 +245,7 @@ class _ExactLogProbs(torch.autograd.Function):
         grad = torch.empty_like(logits)
         for i in range(0, logits.shape[0], ROW_TILE):
             s = slice(i, i + ROW_TILE)
-            grad[s] = _chunk_backward(logits[s], labels[s], lse[s], entropy[s] if grad_ent is not None else None,
+            grad[s] = _tile_backward(logits[s], labels[s], lse[s], entropy[s] if grad_ent is not None else None,
                                       grad_lp[s].float() if grad_lp is not None else None,
                                       grad_ent[s].float() if grad_ent is not None else None, ctx.inv_temp)
         return grad, None, None, None
