@@ -80,8 +80,9 @@ def rollout(model, tokenizer, batch: Batch, exact: bool, seed: int = 0, do_sampl
     return out
 
 
-def actor_log_probs(model, batch: Batch, micro: int, packed: bool, exact: bool) -> torch.Tensor:
-    lp, _ = batched_log_probs(model, batch, micro, TEMPERATURE, remove_padding=packed, exact=exact)
+def actor_log_probs(model, batch: Batch, micro: int, packed: bool, exact: bool, max_tokens=None) -> torch.Tensor:
+    lp, _ = batched_log_probs(model, batch, micro, TEMPERATURE, remove_padding=packed, exact=exact,
+                              max_tokens=max_tokens)
     return lp
 
 
@@ -98,6 +99,9 @@ def test_exact_rollout_log_probs_equal_the_actors_for_every_micro_batch_and_layo
         for packed in (False, True):
             lp = actor_log_probs(exact_model, batch, micro, packed, exact=True)
             assert torch.equal(valid(batch, lp), valid(batch, batch["rollout_log_probs"])), (micro, packed)
+    # use_dynamic_bsz: rows regrouped (longest first) into micro-batches by a token budget
+    lp = actor_log_probs(exact_model, batch, 1, False, exact=True, max_tokens=60)
+    assert torch.equal(valid(batch, lp), valid(batch, batch["rollout_log_probs"]))
 
 
 def test_exact_log_probs_do_not_depend_on_the_batch_or_its_padding(exact_model, tokenizer):
