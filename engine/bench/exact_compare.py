@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'config':<16}" + "".join(f"{k:>14}" for k in PHASES) + f"{'|dp| mean':>12}{'|dlogp| mean':>14}")
     for name, t, dp, dlp in rows:
         cells = "".join(f"{t[k]:>14.3f}" if t.get(k) is not None else f"{'-':>14}" for k in PHASES)
-        print(f"{name:<16}{cells}{dp if dp is not None else '-':>12}{dlp if dlp is not None else '-':>14}")
+        fig = (lambda v, w: f"{v:>{w}.3g}" if v is not None else f"{'-':>{w}}")
+        print(f"{name:<16}{cells}{fig(dp, 12)}{fig(dlp, 14)}")
     return 0
 
 
