@@ -11,8 +11,9 @@ Here every reduction runs as a call of ONE fixed shape, whatever the batch:
   result does not depend on the other rows of its tile;
 - attention, per query, goes over that query's own keys in tiles of `KEY_TILE` positions counted from the start of
   its sequence (so left padding and packing do not move the tiles), combined tile after tile in order with an online
-  softmax; each tile's dot products and sums run on [ROW_TILE queries, KEY_TILE keys, head_dim] blocks. A tile past
-  a query's last key (a longer neighbour) adds an exact zero: max(m, -inf) = m, exp(0) = 1, + 0.
+  softmax; its dot products and sums are fixed binary trees of elementwise adds (`tree_sum`), which no batch shape
+  or backend reduction kernel can reorder. A tile past a query's last key (a longer neighbour) adds an exact zero:
+  max(m, -inf) = m, exp(0) = 1, + 0.
 
 The same functions serve the decode step and the training forward, so their log-probs are bit-equal (torch.equal).
 The cost is the padding of the last tile and, for attention, a gather of each query's key tiles instead of a fused
@@ -114,29 +115,45 @@ def key_ranges(attention_mask, bsz: int, q_len: int, k_len: int, device, cu_seql
     return first, last, mask
 
 
-def _attend_tile(q, base, first, last, mask_rows, mask, keys, values, scaling: float):
-    """ROW_TILE queries [T, D] (fp32) over their keys: rows base + first .. base + last of keys/values [N, D], those
-    that mask[mask_rows] allows when there is a mask."""
-    steps = int(((last - first) // KEY_TILE).max()) + 1
+def tree_sum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sum over `dim` as a fixed binary tree of elementwise adds (halves added, zero-padded to a power of two): the
+    order depends on the length of `dim` only, never on the other dimensions or on the backend's reduction kernels."""
+    x = x.movedim(dim, -1)
+    n = x.shape[-1]
+    width = 1 << max(0, (n - 1).bit_length())
+    if width != n:
+        x = F.pad(x, (0, width - n))
+    while width > 1:
+        width //= 2
+        x = x[..., :width] + x[..., width:]
+    return x[..., 0]
+
+
+ROWS_PER_CALL = 4096  # queries attended together (memory only: every reduction below is a tree_sum or a max)
+
+
+def _attend_rows(q, base, first, last, steps: int, mask_rows, mask, keys, values, scaling: float):
+    """Queries [R, D] (fp32) over their keys: rows base + first .. base + last of keys/values [N, D], those that
+    mask[mask_rows] allows when there is a mask; key tiles of KEY_TILE from `first`, in order."""
     offsets = torch.arange(KEY_TILE, device=q.device)
     best = torch.full((q.shape[0],), float("-inf"), device=q.device)
     total = torch.zeros(q.shape[0], device=q.device)
     acc = torch.zeros_like(q)
     for step in range(steps):
-        pos = first[:, None] + step * KEY_TILE + offsets  # [T, C]
+        pos = first[:, None] + step * KEY_TILE + offsets  # [R, C]
         ok = pos <= last[:, None]
         pos = torch.minimum(pos, last[:, None])
         if mask is not None:
             ok &= mask[mask_rows[:, None], pos]
         index = base[:, None] + pos
-        k = keys[index].float()  # [T, C, D]
+        k = keys[index].float()  # [R, C, D]
         v = values[index].float().masked_fill(~ok[..., None], 0.0)
-        scores = ((q[:, None, :] * k).sum(-1) * scaling).masked_fill(~ok, float("-inf"))
+        scores = (tree_sum(q[:, None, :] * k, -1) * scaling).masked_fill(~ok, float("-inf"))
         new_best = torch.maximum(best, scores.max(-1).values)
         p = torch.exp(scores - new_best[:, None])
         keep = torch.exp(best - new_best)
-        total = total * keep + p.sum(-1)
-        acc = acc * keep[:, None] + (p[..., None] * v).sum(1)
+        total = total * keep + tree_sum(p, -1)
+        acc = acc * keep[:, None] + tree_sum(p[..., None] * v, 1)
         best = new_best
     return acc / total[:, None]
 
@@ -161,17 +178,12 @@ def exact_attention(module, query, key, value, attention_mask, scaling=None, dro
     flat_mask = mask.reshape(bsz * q_len, -1) if mask is not None else None
     q = query.float().reshape(-1, dim)
     keys, values = key.reshape(-1, dim), value.reshape(-1, dim)
-    n = q.shape[0]
-    pad = (-n) % ROW_TILE or (ROW_TILE if n == 0 else 0)
-    if pad:  # padding rows: query 0 over key 0 (discarded)
-        q = torch.cat([q, q.new_zeros(pad, dim)])
-        base, first, last, mask_rows = (torch.cat([t, t.new_zeros(pad)]) for t in (base, first, last, mask_rows))
-        if flat_mask is not None:  # the padding rows' mask row 0 may not allow key 0: a row of their own
-            flat_mask = torch.cat([flat_mask, torch.ones_like(flat_mask[:1])])
-            mask_rows[n:] = flat_mask.shape[0] - 1
-    out = torch.cat([_attend_tile(q[j:j + ROW_TILE], base[j:j + ROW_TILE], first[j:j + ROW_TILE],
-                                  last[j:j + ROW_TILE], mask_rows[j:j + ROW_TILE], flat_mask, keys, values, scaling)
-                     for j in range(0, q.shape[0], ROW_TILE)])[:n]
+    # tiles past a query's last key add exact zeros, so every query may run the call's largest count (one host sync)
+    steps = int(((last - first) // KEY_TILE).max()) + 1 if q.shape[0] else 0
+    out = torch.cat([_attend_rows(q[j:j + ROWS_PER_CALL], base[j:j + ROWS_PER_CALL], first[j:j + ROWS_PER_CALL],
+                                  last[j:j + ROWS_PER_CALL], steps, mask_rows[j:j + ROWS_PER_CALL], flat_mask, keys,
+                                  values, scaling)
+                     for j in range(0, q.shape[0], ROWS_PER_CALL)] or [q])
     return out.reshape(bsz, n_q, q_len, dim).transpose(1, 2).contiguous().to(query.dtype), None
 
 
