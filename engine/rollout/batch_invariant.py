@@ -158,13 +158,10 @@ def _attend_rows(q, base, first, last, steps: int, mask_rows, mask, keys, values
     return acc / total[:, None]
 
 
-def exact_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers attention function: query [B, Hq, Lq, D], key/value [B, Hkv, Lk, D] (a decode step's static
-    cache included), attention_mask bool 4-D / None / packed (cu_seq_lens_q). Returns ([B, Lq, Hq, D], None)."""
+def _exact_forward(query, key, value, first, last, mask, scaling: float) -> torch.Tensor:
+    """[B, Hq, Lq, D] in query's dtype; first/last [B, Lq], mask [B, Lq, W] or None (key_ranges)."""
     bsz, n_q, q_len, dim = query.shape
     n_kv, k_len = key.shape[1], key.shape[2]
-    scaling = dim ** -0.5 if scaling is None else scaling
-    first, last, mask = key_ranges(attention_mask, bsz, q_len, k_len, query.device, kwargs.get("cu_seq_lens_q"))
     # one row per (b, head, query): its key range, its mask row, where its KV head's keys start in the flat K/V
     dev = query.device
     b = torch.arange(bsz, device=dev)[:, None, None]
@@ -184,7 +181,54 @@ def exact_attention(module, query, key, value, attention_mask, scaling=None, dro
                                   last[j:j + ROWS_PER_CALL], steps, mask_rows[j:j + ROWS_PER_CALL], flat_mask, keys,
                                   values, scaling)
                      for j in range(0, q.shape[0], ROWS_PER_CALL)] or [q])
-    return out.reshape(bsz, n_q, q_len, dim).transpose(1, 2).contiguous().to(query.dtype), None
+    return out.reshape(bsz, n_q, q_len, dim).to(query.dtype)
+
+
+def _dense_allowed(first, last, mask, k_len: int) -> torch.Tensor:
+    """[B, 1, Lq, Lk] bool: the keys each query attends to (for the backward's SDPA)."""
+    j = torch.arange(k_len, device=first.device)
+    allowed = (j >= first[..., None]) & (j <= last[..., None])
+    if mask is not None:
+        allowed &= F.pad(mask, (0, k_len - mask.shape[-1]), value=False)
+    return allowed[:, None]
+
+
+class _ExactAttention(torch.autograd.Function):
+    """Forward: the batch-invariant attention, keeping nothing per key tile. Backward: the gradient of the same
+    function through SDPA with the equivalent dense mask (only the forward's values must be bit-exact; its
+    gradient is the same mathematics, rounded differently), so training memory is SDPA's, not the gathers'."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, first, last, mask, scaling: float):
+        ctx.save_for_backward(query, key, value, first, last, mask if mask is not None else torch.empty(0))
+        ctx.has_mask, ctx.scaling = mask is not None, scaling
+        return _exact_forward(query, key, value, first, last, mask, scaling)
+
+    @staticmethod
+    def backward(ctx, grad):
+        query, key, value, first, last, mask = ctx.saved_tensors
+        allowed = _dense_allowed(first, last, mask if ctx.has_mask else None, key.shape[2])
+        with torch.enable_grad():
+            q, k, v = (t.detach().requires_grad_() for t in (query, key, value))
+            group = q.shape[1] // k.shape[1]
+            out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                                 attn_mask=allowed, scale=ctx.scaling)
+            gq, gk, gv = torch.autograd.grad(out, (q, k, v), grad)
+        return gq, gk, gv, None, None, None, None
+
+
+def exact_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention function: query [B, Hq, Lq, D], key/value [B, Hkv, Lk, D] (a decode step's static
+    cache included), attention_mask bool 4-D / None / packed (cu_seq_lens_q). Returns ([B, Lq, Hq, D], None)."""
+    dim, k_len = query.shape[-1], key.shape[2]
+    scaling = dim ** -0.5 if scaling is None else scaling
+    first, last, mask = key_ranges(attention_mask, query.shape[0], query.shape[2], k_len, query.device,
+                                   kwargs.get("cu_seq_lens_q"))
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        out = _ExactAttention.apply(query, key, value, first, last, mask, scaling)
+    else:
+        out = _exact_forward(query, key, value, first, last, mask, scaling)
+    return out.transpose(1, 2).contiguous(), None
 
 
 def register() -> None:

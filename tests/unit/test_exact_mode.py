@@ -222,3 +222,24 @@ def test_what_exact_mode_cannot_run_is_refused_by_name(overrides, key):
         build_config([EXACT, *overrides])
     assert err.value.key == key
     assert "actor_rollout_ref.rollout.exact" in str(err.value) and "exact=False" in str(err.value)
+
+
+def test_exact_attention_gradient_is_attentions_gradient():
+    """Training: the forward is the exact one, the backward SDPA's gradient of the same function."""
+    torch.manual_seed(2)
+    q = torch.randn(2, 4, 90, 16, requires_grad=True)
+    k = torch.randn(2, 2, 90, 16, requires_grad=True)
+    v = torch.randn(2, 2, 90, 16, requires_grad=True)
+    valid_ = torch.ones(2, 90, dtype=torch.bool)
+    valid_[1, :30] = False
+    pos = torch.arange(90)
+    mask = (((pos[None, :] <= pos[:, None])[None] & valid_[:, None, :]) | torch.eye(90, dtype=torch.bool)[None])[:, None]
+    out, _ = bi.exact_attention(None, q, k, v, mask)
+    with torch.no_grad():
+        assert torch.equal(out, bi.exact_attention(None, q, k, v, mask)[0])  # the same forward with and without grad
+    w = torch.randn_like(out)
+    grads = torch.autograd.grad((out * w).sum(), (q, k, v))
+    ref = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=mask)
+    ref_grads = torch.autograd.grad((ref.transpose(1, 2) * w).sum(), (q, k, v))
+    for g, r in zip(grads, ref_grads):
+        assert torch.allclose(g, r, atol=1e-5)
