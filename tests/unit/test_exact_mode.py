@@ -243,3 +243,28 @@ def test_exact_attention_gradient_is_attentions_gradient():
     ref_grads = torch.autograd.grad((ref.transpose(1, 2) * w).sum(), (q, k, v))
     for g, r in zip(grads, ref_grads):
         assert torch.allclose(g, r, atol=1e-5)
+
+
+def test_a_step_that_is_not_exact_fails_naming_the_key():
+    """The driver's side: the update's check sums (engine/workers/actor.exact_check) become verl's mismatch metrics,
+    and a single token that is not bit-equal stops the run."""
+    from engine.trainer.rollout_mismatch import NotExactError, check_exact, exact_metrics
+    from engine.workers.actor import exact_check
+    from engine.workers.update import Metrics
+
+    rollout_lp = torch.tensor([[-0.5, -1.0, -2.0], [-0.1, -3.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    for actor_lp, bad in ((rollout_lp.clone(), 0), (rollout_lp + torch.tensor([[0, 1e-7, 0], [0, 0, 5.0]]), 1)):
+        metrics = Metrics()
+        exact_check(actor_lp, torch.ones_like(actor_lp), rollout_lp, mask, metrics)
+        m = exact_metrics(metrics.floats())
+        assert m["exact/checked_tokens"] == 5 and m["exact/mismatched_tokens"] == bad  # the masked 5.0 is not counted
+        if not bad:
+            assert m["training/rollout_probs_diff_max"] == 0 and m["rollout_corr/k3_kl"] == 0
+            check_exact(m, 3)
+        else:
+            assert m["training/rollout_probs_diff_max"] > 0
+            with pytest.raises(NotExactError, match=r"actor_rollout_ref.rollout.exact=True: step 3 is not exact: 1 of 5"):
+                check_exact(m, 3)
+    with pytest.raises(NotExactError, match="checked no token"):
+        check_exact({}, 4)
