@@ -97,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         res = run_engine(w, args.algo, args.warmup, args.steps, device, args.overrides, log)
         phases = res["phases"]
         if "old_log_prob" not in phases:
+            exact = "actor_rollout_ref.rollout.exact=True" in args.overrides
             emit({"impl": "rlstudio", "phase": "old_log_prob", "timing_s": 0.0, "tokens_per_s": None,
-                  "note": "skipped: one epoch over one mini-batch is on-policy; the actor update computes "
-                          "the old log-probs in its own forward"})
+                  "note": "skipped: exact mode, the rollout's log-probs are the old ones (docs/exact-mode.md)" if exact
+                  else "skipped: one epoch over one mini-batch is on-policy; the actor update computes "
+                       "the old log-probs in its own forward"})
         for phase in phases.values():
             emit({"impl": "rlstudio", **phase})
         mem = res["memory"]

@@ -106,6 +106,7 @@ READ_BY: dict[str, str] = {
     "actor_rollout_ref.rollout.response_length": "engine/rollout/hf_rollout.py",
     "actor_rollout_ref.rollout.ignore_eos": "engine/rollout/hf_rollout.py",
     "actor_rollout_ref.rollout.min_new_tokens": "engine/rollout/hf_rollout.py",
+    "actor_rollout_ref.rollout.exact": "engine/rollout/hf_rollout.py",  # also the trainer and the actor's build
     "actor_rollout_ref.rollout.dtype": "engine/rollout/vllm_rollout.py",
     "actor_rollout_ref.rollout.gpu_memory_utilization": "engine/rollout/vllm_rollout.py",
     "actor_rollout_ref.rollout.enforce_eager": "engine/rollout/vllm_rollout.py",

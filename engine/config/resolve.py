@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine.config.errors import ConfigError
+from engine.config.exact_mode import check_exact
 from engine.config.frozen import editable_copy, freeze
 from engine.config.registry import refuse_unsupported
 from engine.config.rollout_correction import parse_is_threshold, parse_rs
@@ -177,6 +178,7 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     _check_rollout_correction(cfg)
     _check_dapo(cfg)
     check_trainer_mode(cfg, world)  # verl 0.9's trainer.use_v1 / trainer.v1.* (engine/config/trainer_mode.py)
+    check_exact(cfg)  # actor_rollout_ref.rollout.exact: what exact mode runs with (engine/config/exact_mode.py)
     _runtime_env(cfg)
     _check_multi_turn(cfg)
     _check_launch(cfg, world)

@@ -265,6 +265,11 @@ class RolloutConfig(Section):
     disable_log_stats: bool = True
     enable_chunked_prefill: bool = True
     calculate_log_probs: bool = Field(True, description="Rollouts return their log-probs (rollout_log_probs).")
+    exact: bool = Field(
+        False, description="Exactly on-policy (docs/exact-mode.md): the static decoder's log-probs are bit-equal to "
+                           "the actor's (batch-invariant kernels in both), the old-log-prob pass is skipped (the "
+                           "rollout's log-probs are the old ones) and a step whose log-probs differ fails the run. "
+                           "hf rollout only; no LoRA, no async trainer modes, no multi-turn.")
     nnodes: int = Field(0, ge=0, description="separate_async: nodes of standalone rollout workers (verl's split; 0 = "
                                              "the rollout runs beside the trainer's workers).")
     n_gpus_per_node: Optional[int] = Field(None, ge=1, description="separate_async: devices per standalone rollout node; "

@@ -69,8 +69,9 @@ def hf_options(rollout_cfg, device: str) -> dict:
     32, 0 = off): every N decode steps, drop the rows that have ended from the static decoder's batch and KV cache
     once at most half are still running."""
     opts = dict(getattr(rollout_cfg.engine_kwargs, "hf", None) or {})
-    gpu = device == "cuda"
-    decode = str(opts.get("decode", "static" if device == "cuda" else "generate"))
+    exact = bool(getattr(rollout_cfg, "exact", False))  # exact mode: static decode, eager (docs/exact-mode.md)
+    gpu = device == "cuda" and not exact
+    decode = str(opts.get("decode", "static" if device == "cuda" or exact else "generate"))
     if decode not in ("static", "generate"):
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.decode={decode!r}: use static or generate")
     def flag(key, default):
@@ -84,7 +85,7 @@ def hf_options(rollout_cfg, device: str) -> dict:
     if compact_every < 0:
         raise ValueError(f"actor_rollout_ref.rollout.engine_kwargs.hf.compact_every={opts.get('compact_every')!r}: "
                          "use a number of decode steps ≥ 0 (0 turns compaction off)")
-    return {"decode": decode, "cuda_graphs": flag("cuda_graphs", True), "compile": flag("compile", device == "cuda"),
+    return {"decode": decode, "exact": exact, "cuda_graphs": flag("cuda_graphs", not exact), "compile": flag("compile", gpu),
             "compact_every": compact_every, "triton_attention": flag("triton_attention", gpu),
             "fused_sampling": flag("fused_sampling", gpu), "compile_step": flag("compile_step", gpu)}
 
@@ -101,7 +102,7 @@ class HFRollout:
                                         compact_every=self.options["compact_every"],
                                         triton_attention=self.options["triton_attention"],
                                         fused_sampling=self.options["fused_sampling"],
-                                        compile_step=self.options["compile_step"])
+                                        compile_step=self.options["compile_step"], exact=self.options["exact"])
             # did the update reach the weights the twin decodes with: checked at each training generation
             self.freshness = freshness.for_static_decoder(module, self.static)
         self.freshness_seen: dict[str, float] | None = None  # this step's worst rollout/* numbers (worker pops them)

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.adapters import lora
+from engine.rollout import batch_invariant
 
 ATTN_NAME = "rlstudio_static"
 # torch.compile backend of `compile_step`; CPU tests use "aot_eager": the same tracing, guards and dynamic-shape
@@ -105,8 +106,16 @@ class StaticDecoder:
 
     def __init__(self, module: torch.nn.Module, cuda_graphs: bool = True, compile_blocks: bool = False,
                  compact_every: int = 32, compact_below: float = 0.5, triton_attention: bool = False,
-                 fused_sampling: bool = False, compile_step: bool = False, causal_prefill: bool = True):
+                 fused_sampling: bool = False, compile_step: bool = False, causal_prefill: bool = True,
+                 exact: bool = False):
         self.src = module
+        # exact mode (docs/exact-mode.md): the twin runs the batch-invariant ops of engine/rollout/batch_invariant.py,
+        # as the actor does, and the token's log-prob comes from the actor's own tiled log-softmax. Kernels that
+        # compute differently from the actor (Triton attention, fused sampling, torch.compile) are off, and so are
+        # CUDA graphs (the exact attention syncs with the host for its tile count)
+        self.exact = exact
+        if exact:
+            cuda_graphs = triton_attention = fused_sampling = compile_step = compile_blocks = False
         self.causal_prefill = causal_prefill  # unpadded prompts: causal SDPA on the shared KV heads, no 4-D mask
         # the whole decode forward (embedding, every layer with its RoPE, cache writes and attention, the LM head)
         # as one torch.compile'd graph instead of compiled norms/MLPs between eager attention code
@@ -168,9 +177,14 @@ class StaticDecoder:
             _register_attention()
             config = copy.deepcopy(self.src.config)
             config.use_cache = True
+            if self.exact:
+                batch_invariant.register()
             with torch.device("meta"):
-                twin = AutoModelForCausalLM.from_config(config, attn_implementation=ATTN_NAME)
+                twin = AutoModelForCausalLM.from_config(
+                    config, attn_implementation=batch_invariant.ATTN_NAME if self.exact else ATTN_NAME)
             twin.eval()
+            if self.exact:
+                batch_invariant.make_exact(twin)
             self.twin = twin
             if self.compile_blocks and not self.compile_step:
                 self._prepare_compiled_blocks(twin)
@@ -348,11 +362,13 @@ class StaticDecoder:
                                        rows=all_rows if state["rows"] is None else state["rows"], temperature=temp,
                                        do_sample=do_sample, eos=eos_t, min_new_tokens=min_new_tokens)
                 return store(tok, lp)
-            x = logits.float()
+            # exact: a copy, the logits themselves are what the log-prob is taken from (fp32 logits: .float() is
+            # the same tensor, which the lines below scale and mask in place)
+            x = logits.float().clone() if self.exact else logits.float()
             rows = x.shape[0]
             if temp != 1.0:
                 x.mul_(1.0 / temp)
-            lse = torch.logsumexp(x, dim=-1)
+            lse = None if self.exact else torch.logsumexp(x, dim=-1)
             if eos_t is not None and min_new_tokens > 0:  # forbid the end token until min_new_tokens
                 block = torch.where(state["k"] < min_new_tokens, float("-inf"), 0.0)
                 x.index_add_(1, eos_t, block.expand(rows, eos_t.numel()).contiguous())
@@ -375,7 +391,10 @@ class StaticDecoder:
                 del noise
             else:
                 tok = x.argmax(dim=-1)
-            lp = x.gather(1, tok[:, None]).squeeze(1) - lse
+            if self.exact:  # the actor's own log-softmax, on the same row tiles
+                lp = batch_invariant.exact_logprobs_and_entropy(logits, tok, temp, calc_entropy=False)[0]
+            else:
+                lp = x.gather(1, tok[:, None]).squeeze(1) - lse
             del x
             store(tok, lp)
 

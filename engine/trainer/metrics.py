@@ -8,7 +8,7 @@ import torch
 
 from engine import metric_names
 from engine.protocol import Batch
-from engine.trainer.rollout_mismatch import rollout_mismatch_metrics
+from engine.trainer.rollout_mismatch import exact_metrics, rollout_mismatch_metrics
 from engine.trainer.samples import group_advantage_stats
 
 # Peak dense bf16 FLOP/s by device name, for MFU (the datasheet figures MFU is conventionally quoted on).
@@ -107,13 +107,15 @@ def reduce_worker_metrics(metrics: dict[str, list[float]]) -> dict[str, float]:
 
 
 def step_metrics(batch: Batch, log, reward, *, use_critic: bool, max_response_length: int, world: int,
-                 n_params: int | None, device_name: str | None, ppo_epochs: int) -> dict[str, float]:
+                 n_params: int | None, device_name: str | None, ppo_epochs: int,
+                 exact: bool = False) -> dict[str, float]:
     """Everything a training step reports: the driver's metrics in `log`, the workers' reduced over workers,
-    the batch's data, timing, throughput and MFU, and a custom reward's numeric extras."""
+    the batch's data, timing, throughput and MFU, and a custom reward's numeric extras. `exact`: exact mode, whose
+    old log-probs are the rollout's own: the mismatch comes from the update's check instead."""
     metrics = dict(log.metrics)
     metrics.update(reduce_worker_metrics(log.worker))
     # rollout vs actor log-probs ({} for hf generate); the rollout correction's own rollout_corr/* win
-    metrics = rollout_mismatch_metrics(batch) | metrics
+    metrics = (exact_metrics(log.worker) if exact else rollout_mismatch_metrics(batch)) | metrics
     metrics.update(data_metrics(batch, use_critic, max_response_length))
     metrics.update(group_advantage_stats(batch))
     metrics.update(timing_metrics(log.timings, batch))

@@ -38,7 +38,8 @@ from engine.trainer.hooks import after_step_hook
 from engine.trainer.learning_signal import METRIC as ZERO_STD_GROUP_RATIO
 from engine.trainer.metrics import step_metrics
 from engine.trainer.roles import ActorRole, CriticRole, ReferenceRole, RewardModelRole, RolloutRole, StepLog
-from engine.trainer.rollout_mismatch import apply_rollout_correction, bypass_old_log_probs, correction_enabled
+from engine.trainer.rollout_mismatch import (apply_rollout_correction, bypass_old_log_probs, check_exact,
+                                             correction_enabled)
 from engine.trainer.samples import build_samples
 from engine.trainer.validation_metrics import validation_metrics
 
@@ -75,6 +76,9 @@ class PPOTrainer:
         self.kl_ctrl = make_kl_controller(alg.kl_ctrl.type, alg.kl_ctrl.kl_coef, alg.kl_ctrl.target_kl,
                                           alg.kl_ctrl.horizon) if alg.use_kl_in_reward else None
         actor = cfg.actor_rollout_ref.actor
+        # exact mode (docs/exact-mode.md): the rollout's log-probs are bit-equal to the actor's, so they are the old
+        # ones and the old-log-prob pass is skipped; the update checks its first forward against them
+        self.exact = bool(cfg.actor_rollout_ref.rollout.exact)
         # One epoch over one mini-batch is on-policy: the rollout's log-probs under the current weights are
         # what the update's own forward computes, so the separate old-log-prob pass is skipped — unless
         # something needs them before the update (KL in the reward) or the user asks for the pass.
@@ -82,7 +86,8 @@ class PPOTrainer:
                                  and actor.ppo_mini_batch_size == cfg.data.train_batch_size
                                  and not alg.use_kl_in_reward and cfg.trainer.critic_warmup == 0
                                  and not correction_enabled(alg.rollout_correction)  # it needs them first
-                                 and not alg.rollout_correction.bypass_mode)  # old = the rollout's, as asked
+                                 and not alg.rollout_correction.bypass_mode  # old = the rollout's, as asked
+                                 and not self.exact)  # likewise
         # vLLM holds its own copy of the weights, streamed in after every update; the HF rollout uses the actor's
         self.rollout_has_own_weights = rollout_registry.backend(cfg.actor_rollout_ref.rollout).own_weights
         self.global_step = 0
@@ -104,7 +109,7 @@ class PPOTrainer:
             if cfg.trainer.balance_batch and self.world > 1:  # equal token loads per worker
                 order = balanced_order(batch["attention_mask"].sum(-1).tolist(), self.world)
                 batch, reward = batch.index(order), reward.select(order)
-            if alg.rollout_correction.bypass_mode:  # verl's bypass: the rollout's log-probs are the old ones
+            if alg.rollout_correction.bypass_mode or self.exact:  # the rollout's log-probs are the old ones
                 batch.tensors["old_log_probs"] = bypass_old_log_probs(batch)
             elif not self.on_policy_update:
                 with log.phase("old_log_prob"):
@@ -131,6 +136,8 @@ class PPOTrainer:
                         self.rollout.sync_weights(log)
         samples = build_samples(batch, self.tokenizer, self.global_step, "train", reward.response_texts, reward.extra)
         metrics = self.step_metrics(batch, log, reward) | self.batches.after_update(self.global_step)
+        if self.exact and "update_actor" in log.timings:  # (no actor update during trainer.critic_warmup)
+            check_exact(metrics, self.global_step)  # a step that is not bit-exact fails the run here
         return metrics, samples + self.evicted_samples(selection.evicted, self.global_step)
 
     def evicted_samples(self, evicted: list[Evicted], step: int) -> list[dict]:
@@ -155,7 +162,7 @@ class PPOTrainer:
         cfg = self.cfg.actor_rollout_ref
         metrics = step_metrics(batch, log, reward, use_critic=self.use_critic, world=self.world,
                                max_response_length=cfg.rollout.response_length, n_params=self.n_params,
-                               device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs)
+                               device_name=self.device_name, ppo_epochs=cfg.actor.ppo_epochs, exact=self.exact)
         if versions.KEY in batch.tensors:  # verl's training/off_policy/* (0 staleness, span 1 when synchronous)
             metrics.update(versions.off_policy_metrics(batch[versions.KEY], batch["response_mask"], self.global_step))
         if log.counts["groups"]:  # rollout.n > 1

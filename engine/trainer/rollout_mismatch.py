@@ -73,3 +73,40 @@ def bypass_old_log_probs(batch: Batch) -> torch.Tensor:
         raise ValueError("algorithm.rollout_correction.bypass_mode=True but the rollout returned no log-probs: use "
                          "actor_rollout_ref.rollout.name=vllm or +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static")
     return batch["rollout_log_probs"].clone()
+
+
+# ---- exact mode (actor_rollout_ref.rollout.exact, docs/exact-mode.md) ----------------------------------------------
+EXACT_KEY = "actor_rollout_ref.rollout.exact"
+
+
+class NotExactError(RuntimeError):
+    """Exact mode: a step's rollout and actor log-probs were not bit-equal; the run stops here."""
+
+
+def exact_metrics(worker: dict[str, list[float]]) -> dict[str, float]:
+    """The mismatch metrics of an exact-mode step, from the actor update's check of its first forward against the
+    rollout's log-probs (engine/workers/actor.exact_check: sums over micro-batches and workers), under verl's names;
+    `exact/mismatched_tokens` counts the tokens whose log-probs are not bit-equal. {} when nothing was checked."""
+    tokens = sum(worker.get("_exact_tokens", []))
+    if not tokens:
+        return {}
+    return {"training/rollout_probs_diff_mean": sum(worker["_exact_dp_sum"]) / tokens,
+            "training/rollout_probs_diff_max": max(worker["_exact_dp_max"]),
+            "actor/rollout_log_probs_absdiff": sum(worker["_exact_dlogp_sum"]) / tokens,
+            "rollout_corr/k3_kl": sum(worker["_exact_k3_sum"]) / tokens,
+            "exact/mismatched_tokens": float(sum(worker["_exact_mismatched"])),
+            "exact/checked_tokens": float(tokens)}
+
+
+def check_exact(metrics: dict[str, float], step: int) -> None:
+    """Fail the run loudly when a step was not exact (or when nothing could be checked)."""
+    if "exact/checked_tokens" not in metrics:
+        raise NotExactError(f"{EXACT_KEY}=True: step {step} checked no token against the rollout's log-probs (the "
+                            "actor update did not run its check)")
+    bad = int(metrics["exact/mismatched_tokens"])
+    if bad:
+        raise NotExactError(
+            f"{EXACT_KEY}=True: step {step} is not exact: {bad} of {int(metrics['exact/checked_tokens'])} response "
+            f"tokens have log-probs that differ between the rollout and the actor (max |p_rollout - p_actor| = "
+            f"{metrics['training/rollout_probs_diff_max']:.3g}). Something computes outside the batch-invariant path "
+            f"(docs/exact-mode.md); set {EXACT_KEY}=False to train with the mismatch.")

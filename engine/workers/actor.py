@@ -14,16 +14,17 @@ class Actor(UpdatedModel):
     prefix = "actor"
 
     def __init__(self, module, optimizer, scheduler, actor_cfg, *, temperature: float, rollout_n: int, world: int,
-                 remove_padding: bool = False):
+                 remove_padding: bool = False, exact: bool = False):
         super().__init__(module, optimizer, scheduler, actor_cfg,
                          mini_batch=actor_cfg.ppo_mini_batch_size * rollout_n // world,  # sequences per worker
                          world=world, remove_padding=remove_padding)
         self.temperature = temperature
+        self.exact = exact  # exact mode: batch-invariant log-softmax, and the update checks it (exact_check)
 
     def compute_log_prob(self, batch: Batch, micro: int, max_tokens: int | None = None):
         self.module.eval()
         return batched_log_probs(self.module, batch, micro, self.temperature, calc_entropy=True,
-                                 max_tokens=max_tokens, remove_padding=self.remove_padding)
+                                 max_tokens=max_tokens, remove_padding=self.remove_padding, exact=self.exact)
 
     def update_policy(self, batch: Batch) -> tuple[dict[str, list[float]], Batch]:
         """PPO update. Without `old_log_probs` in the batch the update is on-policy (one epoch, one
@@ -40,9 +41,14 @@ class Actor(UpdatedModel):
 
         def micro_loss(mb: Batch, norm: int, metrics: Metrics):
             mask = mb["response_mask"].float()
+            # exact mode: before the first optimizer step the weights are the rollout's, so this forward must give
+            # the old (= the rollout's) log-probs bit for bit; each such micro-batch is checked
+            checking = self.exact and metrics.optimizer_steps == 0
             log_prob, entropy = response_log_probs(self.module, mb, self.temperature,
-                                                   calc_entropy=cfg.entropy_coeff != 0 or on_policy,
-                                                   remove_padding=self.remove_padding)
+                                                   calc_entropy=cfg.entropy_coeff != 0 or on_policy or checking,
+                                                   remove_padding=self.remove_padding, exact=self.exact)
+            if checking:
+                exact_check(log_prob.detach(), entropy.detach(), mb["old_log_probs"], mb["response_mask"], metrics)
             old_log_prob = log_prob.detach() if on_policy else mb["old_log_probs"]
             pg = policy_loss(old_log_prob, log_prob, mb["advantages"], mask,
                              clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
@@ -67,3 +73,20 @@ class Actor(UpdatedModel):
         # one mini-batch on-policy: order is irrelevant, keep the rows aligned with the returned log-probs
         return self.run_update(batch.select(keys, meta_keys=()), micro_loss, loss_key="actor/pg_loss",
                                shuffle=cfg.shuffle and not on_policy, seed=int(batch.info.get("global_step", 0)))
+
+
+def exact_check(log_prob, entropy, old_log_prob, response_mask, metrics: Metrics) -> None:
+    """Exact mode: how the update's first forward compares with the rollout's log-probs (the old ones), as sums the
+    driver adds up over micro-batches and workers (engine/trainer/rollout_mismatch.exact_metrics)."""
+    valid = response_mask.bool()
+    actor, rollout = log_prob[valid].double(), old_log_prob[valid].double()
+    dp = (actor.exp() - rollout.exp()).abs()
+    log_ratio = actor - rollout
+    metrics.add("_exact_tokens", valid.sum())
+    metrics.add("_exact_mismatched", (log_prob[valid] != old_log_prob[valid]).sum())
+    metrics.add("_exact_dp_sum", dp.sum())
+    metrics.add("_exact_dp_max", dp.max() if dp.numel() else 0.0)
+    metrics.add("_exact_dlogp_sum", log_ratio.abs().sum())
+    metrics.add("_exact_k3_sum", (log_ratio.exp() - log_ratio - 1).sum())
+    metrics.add("_entropy_sum", (entropy * response_mask).sum())
+    metrics.add("_entropy_count", response_mask.sum())

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
 from engine.adapters import lora
+from engine.rollout import batch_invariant
 from engine.distributed.fsdp import DTYPES, decoder_layers, fsdp_modules, shard_model
 from engine.reward.reward_model import RewardModelScorer
 from engine.workers import packing
@@ -73,9 +74,11 @@ class RoleBuilder:
         self.total_steps = total_steps
         self.auto_packing = auto_packing or set()
 
-    def load_lm(self, path: str, model_cfg, cls_name: str = "causal", dtype=torch.float32, packed_key: str = ""):
+    def load_lm(self, path: str, model_cfg, cls_name: str = "causal", dtype=torch.float32, packed_key: str = "",
+                exact: bool = False):
         """`packed_key`: the config key that turned use_remove_padding on (attention that also runs packed
-        rows, engine/workers/packing.py); empty for plain SDPA."""
+        rows, engine/workers/packing.py); empty for plain SDPA. `exact`: the batch-invariant ops of exact mode
+        (engine/rollout/batch_invariant.py; its attention runs padded and packed rows alike)."""
         path = os.path.expanduser(path)
         config = AutoConfig.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)
         for k, v in (model_cfg.override_config or {}).items():
@@ -84,6 +87,9 @@ class RoleBuilder:
         if packed_key:
             packing.register()  # in this worker process, before the model resolves its attention
             attn = packing.ATTN_NAME
+        if exact:
+            batch_invariant.register()
+            attn = batch_invariant.ATTN_NAME
         if cls_name == "value":
             config.num_labels = 1
             config.classifier_dropout = 0.0  # a value head must not be noisy
@@ -91,7 +97,14 @@ class RoleBuilder:
                                                                     attn_implementation=attn)
         else:
             model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn)
-        if packed_key:
+        if exact:
+            unknown = batch_invariant.unsupported_modules(model)
+            if unknown:
+                raise ValueError(f"actor_rollout_ref.rollout.exact=True: {type(model).__name__} has normalisation "
+                                 f"layers exact mode has no batch-invariant version of ({', '.join(unknown)}); "
+                                 "set actor_rollout_ref.rollout.exact=False for this model")
+            batch_invariant.make_exact(model)
+        if packed_key and not exact:
             role = "critic" if packed_key.startswith("critic.") else "actor"
             try:
                 packing.check_packable(type(model), model.config, packed_key)
@@ -126,14 +139,16 @@ class RoleBuilder:
     def actor(self) -> Actor:
         actor_rollout_ref = self.cfg.actor_rollout_ref
         master, compute = mixed_precision(self.device_type)
+        exact = actor_rollout_ref.rollout.exact
         model = self.load_lm(actor_rollout_ref.model.path, actor_rollout_ref.model, dtype=master,
-                             packed_key=self.packed_key("actor"))
+                             packed_key=self.packed_key("actor"), exact=exact)
         if actor_rollout_ref.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True
         if lora.enabled(actor_rollout_ref.model):
             model = lora.wrap(model, actor_rollout_ref.model)  # before compile and sharding: they see its layers
-        if actor_rollout_ref.actor.use_torch_compile and self.device_type == "cuda":
+        # exact mode: the decoder runs these layers eagerly, so the actor does too (compiled kernels fuse differently)
+        if actor_rollout_ref.actor.use_torch_compile and self.device_type == "cuda" and not exact:
             compile_layers(model)
         module = self.shard(model, actor_rollout_ref.actor.fsdp_config, compute)
         if lora.is_lora(module):
@@ -153,7 +168,7 @@ class RoleBuilder:
         scheduler = build_scheduler(optimizer, actor_rollout_ref.actor.optim, self.total_steps)
         return Actor(module, optimizer, scheduler, actor_rollout_ref.actor,
                      temperature=actor_rollout_ref.rollout.temperature, rollout_n=actor_rollout_ref.rollout.n,
-                     world=self.world, remove_padding=actor_rollout_ref.model.use_remove_padding)
+                     world=self.world, remove_padding=actor_rollout_ref.model.use_remove_padding, exact=exact)
 
     def reference(self, actor_module) -> Reference:
         actor_rollout_ref = self.cfg.actor_rollout_ref

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from engine.rollout.batch_invariant import exact_logprobs_and_entropy
 from engine.algos.logprob import logprobs_and_entropy
 from engine.protocol import Batch
 from engine.workers.packing import packed_inputs, response_sources, unpack_response
@@ -158,14 +159,16 @@ def packed_response_logits(model, mb: Batch) -> tuple[torch.Tensor, torch.Tensor
 
 
 def response_log_probs(model, mb: Batch, temperature: float, calc_entropy: bool = False,
-                       remove_padding: bool = False):
+                       remove_padding: bool = False, exact: bool = False):
     """Log-probs [B, R] of the response tokens (and their entropy, else None); padding positions are 0 when
-    packed (the padded path leaves whatever the model said there: callers mask them)."""
+    packed (the padded path leaves whatever the model said there: callers mask them). `exact`: the log-softmax on
+    fixed row tiles (engine/rollout/batch_invariant.py), as the exact-mode decoder computes it."""
+    log_softmax = exact_logprobs_and_entropy if exact else logprobs_and_entropy
     if not remove_padding:
         logits = response_logits(model, mb, 1.0)  # the temperature is applied chunk by chunk, not on a copy
-        return logprobs_and_entropy(logits, mb["responses"], temperature or 1.0, calc_entropy)
+        return log_softmax(logits, mb["responses"], temperature or 1.0, calc_entropy)
     logits, resp_valid = packed_response_logits(model, mb)
-    lp, ent = logprobs_and_entropy(logits, mb["responses"][resp_valid], temperature or 1.0, calc_entropy)
+    lp, ent = log_softmax(logits, mb["responses"][resp_valid], temperature or 1.0, calc_entropy)
     return unpack_response(lp, resp_valid), (unpack_response(ent, resp_valid) if ent is not None else None)
 
 
@@ -184,13 +187,13 @@ def response_values(model, mb: Batch, remove_padding: bool = False) -> torch.Ten
 
 @torch.no_grad()
 def batched_log_probs(model, batch: Batch, micro: int, temperature: float, calc_entropy: bool = False,
-                      max_tokens: int | None = None, remove_padding: bool = False):
+                      max_tokens: int | None = None, remove_padding: bool = False, exact: bool = False):
     width = batch["responses"].shape[1]
     mbs, order = micro_batches(batch.select(MODEL_INPUTS + ("responses",), meta_keys=()), micro, max_tokens,
                                remove_padding)
     lps, ents = [], []
     for mb in mbs:
-        lp, ent = response_log_probs(model, mb, temperature, calc_entropy, remove_padding)
+        lp, ent = response_log_probs(model, mb, temperature, calc_entropy, remove_padding, exact)
         lps.append(pad_to(lp, width))
         if ent is not None:
             ents.append(pad_to(ent, width))

@@ -17,7 +17,10 @@ from engine.workers.loss_weights import micro_batch_weights
 
 class Metrics(dict):
     """Metric name -> values, one per micro- or mini-batch; tensors stay on the device until `floats()`, so
-    recording one costs no device sync."""
+    recording one costs no device sync. `optimizer_steps`: the steps taken so far in this update (a role's loss may
+    do something before the first one: exact mode's check)."""
+
+    optimizer_steps = 0
 
     def add(self, key: str, value) -> None:
         self.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else float(value))
@@ -90,6 +93,7 @@ class UpdatedModel:
                 finite = bool(torch.isfinite(grad_norm))
                 if finite:
                     self.optimizer.step()
+                metrics.optimizer_steps += 1
                 # a non-finite gradient would poison the weights: the mini-batch is skipped, and the metric (in
                 # every step, 0 or 1) lets the console and the run page say so
                 metrics.add(f"{self.prefix}/grad_norm_nonfinite", 0.0 if finite else 1.0)

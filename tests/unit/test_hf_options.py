@@ -14,10 +14,18 @@ def rollout(**hf):
 
 def test_defaults_per_device():
     gpu, cpu = hf_options(rollout(), "cuda"), hf_options(rollout(), "cpu")
-    assert gpu == {"decode": "static", "cuda_graphs": True, "compile": True, "compact_every": 32,
+    assert gpu == {"decode": "static", "exact": False, "cuda_graphs": True, "compile": True, "compact_every": 32,
                    "triton_attention": True, "fused_sampling": True, "compile_step": True}
     assert cpu["decode"] == "generate" and cpu["compile"] is False
     assert not (cpu["triton_attention"] or cpu["fused_sampling"] or cpu["compile_step"])
+
+
+def test_exact_mode_decodes_static_and_eagerly_on_every_device():
+    for device in ("cuda", "cpu"):
+        opts = hf_options(OmegaConf.create({"engine_kwargs": {"hf": {}}, "exact": True}), device)
+        assert opts["decode"] == "static" and opts["exact"] is True
+        assert not (opts["cuda_graphs"] or opts["compile"] or opts["triton_attention"] or opts["fused_sampling"]
+                    or opts["compile_step"])
 
 
 def test_flags_from_command_line_strings():

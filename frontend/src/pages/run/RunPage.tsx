@@ -14,6 +14,7 @@ import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { fmtDate, secondsBetween } from "../../lib/format";
 import { CHARTS } from "../../lib/charts";
+import { exactFact } from "../../lib/exactMode";
 import { deviceFact, parameterFact, planFact } from "../../lib/runFacts";
 import { isAsyncConfig, loggedOffPolicy, withStaleness } from "../../lib/staleness";
 import { ConfigView } from "./ConfigView";
@@ -91,6 +92,7 @@ function RunView({ run }: { run: RunPublic }) {
   const parameters = parameterFact(run.facts);
   const criticParameters = parameterFact(run.facts, "critic");
   const device = deviceFact(run.facts);
+  const exact = exactFact(run.resolved_config as Record<string, unknown> | undefined, store.byRun.get(run.id));
   return (
     <div className="stack">
       <PageTitle actions={<>
@@ -119,6 +121,7 @@ function RunView({ run }: { run: RunPublic }) {
         {device && <span data-fact="device">on <strong>{device}</strong></span>}
         {parameters && <span data-fact="parameters" title={parameters.title}>{criticParameters && "actor "}<strong>{parameters.text}</strong></span>}
         {criticParameters && <span data-fact="critic-parameters" title={criticParameters.title}>critic <strong>{criticParameters.text}</strong></span>}
+        {exact && <span data-fact="exact" title={exact.title}><strong>{exact.text}</strong></span>}
         <Progress step={run.progress_step} total={run.progress_total} eta={run.status === "running" ? run.eta_seconds : null} />
       </div>
 
