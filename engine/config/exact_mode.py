@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.config.errors import ConfigError
 from engine.config.trainer_mode import is_async
-from engine.rollout import registry as rollout_registry
+import engine.rollout.registry as rollout_registry
 
 KEY = "actor_rollout_ref.rollout.exact"
 # static-decoder options that compute differently from the actor's forward: off in exact mode, refused when set on
