@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from engine.loggers.dashboard import SAMPLE_FIELDS, TOKEN_ARRAYS, TRAJECTORY, VERSIONS
 from tests.ui.conftest import shot
 
 RUN = Path(__file__).parent / "real_run"
@@ -21,6 +22,20 @@ def records(name: str) -> list[dict]:
     return [json.loads(line) for line in (RUN / name).read_text().splitlines() if line.strip()]
 
 
+def as_ingest(samples: list[dict]) -> list[dict]:
+    """File-logger records as the dashboard logger sends them: numbered within (split, step), unknown keys (the
+    scorer's `acc`) under extras."""
+    known = set(SAMPLE_FIELDS) | set(TOKEN_ARRAYS) | set(TRAJECTORY) | set(VERSIONS)
+    counters: dict[tuple, int] = {}
+    out = []
+    for s in samples:
+        key = (s["split"], s["step"])
+        counters[key] = counters.get(key, -1) + 1
+        out.append({**{k: v for k, v in s.items() if k in known}, "sample_index": counters[key],
+                    "extras": {k: v for k, v in s.items() if k not in known}})
+    return out
+
+
 @pytest.fixture(scope="module")
 def real_run(server):
     run = server.api.external_run("smollm2-gsm8k-cpu", preset=None, tags=["real"])
@@ -28,7 +43,7 @@ def real_run(server):
               for k, v in r["data"].items() if isinstance(v, (int, float))]
     server.api.metrics(run, points)
     samples = records("samples.jsonl")
-    server.api.samples(run, samples)
+    server.api.samples(run, as_ingest(samples))
     server.api.status(run, "succeeded")
     return run, samples
 
@@ -51,7 +66,7 @@ def test_real_answers_read_well_on_every_page(page, server, real_run):
     step = max(s["step"] for s in train)
     at_step = [s for s in train if s["step"] == step]
     longest = max(at_step, key=lambda s: len(s["response"]))
-    assert any("<|im_end|>" in t for s in samples for t in s.get("tokens") or []), "fixture: no end token to render"
+    assert any("<|im_end|>" in s["tokens"] for s in at_step), "fixture: no answer at this step ended with its end token"
 
     # samples list: a real answer's words, its question (not the template), no raw template token
     page.goto(f"{server.url}/runs/{run['id']}/samples?step={step}")
@@ -62,12 +77,14 @@ def test_real_answers_read_well_on_every_page(page, server, real_run):
     no_raw_tokens(page)
     shot(page, "real-samples")
 
-    # token overlay on a long answer: the end of turn is a named marker, the words are the answer's
+    # token overlay on the longest answer, and on one that ended: its end of turn is a named marker, not raw
     card.get_by_role("button", name="tokens").click()
-    tokens = card.locator(".token")
-    expect(tokens).to_have_count(len(longest["tokens"]))
-    end = card.locator(".token[data-special] .special-token")
-    expect(end.last).to_have_text("end of turn")
+    expect(card.locator(".token")).to_have_count(len(longest["tokens"]))
+    ended = next(s for s in at_step if "<|im_end|>" in s["tokens"])
+    ended_card = page.locator(".sample-card[data-sample-id]").filter(has_text=opening(ended["response"])).first
+    ended_card.get_by_role("button", name="tokens").click()
+    expect(ended_card.locator(".token")).to_have_count(len(ended["tokens"]))
+    expect(ended_card.locator(".token[data-special] .special-token").last).to_have_text("end of turn")
     no_raw_tokens(page)
     shot(page, "real-tokens")
 
