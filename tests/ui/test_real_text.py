@@ -120,3 +120,14 @@ def test_real_answers_read_well_on_every_page(page, server, real_run):
     no_raw_tokens(page)
     shot(page, "real-compare")
     assert not page.errors
+
+
+def test_new_run_form_offers_the_real_model(page, server):
+    page.goto(f"{server.url}/runs/new")
+    expect(page.locator('[data-preset="real_next_number"]')).to_contain_text("SmolLM2-135M-Instruct")
+    field = page.locator('[data-field="actor_rollout_ref.model.path"]')
+    field.locator('[data-suggestion="builtin:smollm2-135m-instruct"]').click()
+    expect(field.locator("input")).to_have_value("builtin:smollm2-135m-instruct")
+    expect(field.locator(".help")).to_contain_text("Apache-2.0")
+    shot(page, "real-new-run")
+    assert not page.errors
