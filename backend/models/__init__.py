@@ -39,6 +39,8 @@ from backend.models.run import (
     RunCreated,
     RunFork,
     RunPublic,
+    RunQueue,
+    RunRef,
     RunsPublic,
     RunStatus,
     RunStatusReport,
@@ -61,6 +63,16 @@ from backend.models.sample import (
     StepOverlaps,
 )
 from backend.models.tool import RunTool, RunTools
+from backend.models.webhook import (
+    Webhook,
+    WebhookCreate,
+    WebhookDeliveriesPublic,
+    WebhookDelivery,
+    WebhookDeliveryPublic,
+    WebhookPublic,
+    WebhooksPublic,
+    WebhookUpdate,
+)
 
 __all__ = [
     "ACTIVE",
@@ -94,13 +106,15 @@ __all__ = [
     "MetricSeriesIn",
     "MetricSeriesList",
     "MetricsIngest",
-    "Run",
     "NoSignalPrompts",
+    "Run",
     "RunCreate",
     "RunCreated",
     "RunFork",
     "RunHealth",
     "RunPublic",
+    "RunQueue",
+    "RunRef",
     "RunStatus",
     "RunStatusReport",
     "RunSummary",
@@ -121,4 +135,12 @@ __all__ = [
     "SamplesPublic",
     "StepOverlap",
     "StepOverlaps",
+    "Webhook",
+    "WebhookCreate",
+    "WebhookDeliveriesPublic",
+    "WebhookDelivery",
+    "WebhookDeliveryPublic",
+    "WebhookPublic",
+    "WebhookUpdate",
+    "WebhooksPublic",
 ]

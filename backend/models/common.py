@@ -5,13 +5,46 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
-from pydantic import Strict
+import annotated_types as at
+from pydantic import BeforeValidator, Strict
 from sqlalchemy import JSON, BigInteger, DateTime, Integer
 from sqlalchemy.types import TypeDecorator
 
 # Numbers in request bodies are JSON numbers: pydantic's lax mode would also take true/false and "1.5".
 Num = Annotated[float, Strict()]
-Int = Annotated[int, Strict()]
+
+
+EXACT = 2**53  # floats are exact integers up to here; past it a float may be an integer orjson could not hold
+
+
+def integral(value):
+    """JSON Schema's `integer` is any number without a fraction (`0.0` too): what the OpenAPI document allows is
+    taken. True/false and numeric strings stay refused (strict), and so do floats past 2^53: orjson reads an integer
+    past 64 bits as a float, which must not come out as a (rounded) 64-bit integer."""
+    return int(value) if type(value) is float and value.is_integer() and -EXACT <= value <= EXACT else value
+
+
+Int = Annotated[int, Strict(), BeforeValidator(integral)]
+# Integers are the database's 64 bits, checked with the body (a 422 naming the field) before anything reads them:
+# a row the database would refuse must not reach the ingest's health judge, which keeps state between batches.
+# A field with bounds of its own uses its own type (`bounded`): pydantic keeps the last bound given, so Int64's
+# would override a field's own `Field(ge=0)`.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# A training step: what every upload's `step` may be (metrics, samples), the same bound everywhere.
+MAX_STEP = 2**62
+
+
+def bounded(low: int, high: int):
+    """A strict integer in [low, high], bounds on the type (annotated_types: exact integers in the OpenAPI document;
+    sqlmodel's Field(ge=...) writes them as floats, or as unknown `ge`/`le` keys on an optional field)."""
+    # the before-validator last: it wraps the constrained integer, whose bounds the document then states as
+    # minimum/maximum (put first, pydantic writes them as unknown `ge`/`le` keys)
+    return Annotated[int, Strict(), at.Ge(low), at.Le(high), BeforeValidator(integral)]
+
+
+Int64 = bounded(INT64_MIN, INT64_MAX)
+Count = bounded(0, INT64_MAX)  # positions, line numbers, indices
+StepInt = bounded(0, MAX_STEP)  # steps and policy versions (the actor's updates)
 # What JSON cannot spell, as the dashboard logger sends it.
 NonFinite = Literal["NaN", "Infinity", "-Infinity"]
 

@@ -22,6 +22,7 @@ class ExperimentUpdate(SQLModel):
 
 
 class Experiment(ExperimentBase, table=True):
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after a delete (migration 0008)
     id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 

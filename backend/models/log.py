@@ -7,7 +7,7 @@ from pydantic import StringConstraints, field_validator
 from sqlalchemy import Column, ForeignKey, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import BigInt, Int, Num
+from backend.models.common import BigInt, Count, Num
 
 
 class LogLineBase(SQLModel):
@@ -18,7 +18,7 @@ class LogLineBase(SQLModel):
 
 
 class LogLineIn(SQLModel):
-    seq: Int = Field(ge=0)
+    seq: Count
     text: str = Field(max_length=100_000)
     time: Num | None = None
 

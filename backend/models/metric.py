@@ -8,7 +8,7 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy import Column, Float, ForeignKey, String
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import BigInt, Int, NonFinite, Num
+from backend.models.common import BigInt, NonFinite, Num, StepInt
 
 
 class MetricPoint(SQLModel, table=True):
@@ -49,16 +49,17 @@ class MetricPointIn(BaseModel):
     """Plain pydantic (validated in C): ingest is the hot path."""
 
     key: str = PField(min_length=1, max_length=300)
-    step: Int = PField(ge=0, le=2**62)
+    step: StepInt
     value: Num | NonFinite | None  # JSON numbers, or "NaN" / "Infinity" / "-Infinity"
     wall_time: Num | None = PField(default=None, allow_inf_nan=False)  # epoch seconds; default: ingest time
 
 
 class MetricSeriesIn(BaseModel):
-    """Columnar form: one key, many steps (cheaper to send and to validate than one object per point)."""
+    """Columnar form: one key, many steps (cheaper to send and to validate than one object per point). `steps`,
+    `values` and `wall_times` (when given) have the same length: a 422 naming `series` otherwise."""
 
     key: str = PField(min_length=1, max_length=300)
-    steps: list[Annotated[Int, PField(ge=0, le=2**62)]]
+    steps: list[StepInt]
     values: list[Num | NonFinite | None]
     wall_times: list[Annotated[Num, PField(allow_inf_nan=False)]] | None = None
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import AfterValidator, StringConstraints, WithJsonSchema, model_validator
+from pydantic import Field as PField
 from sqlalchemy import Column, ForeignKey
 from sqlmodel import Field, SQLModel
 
@@ -32,19 +33,58 @@ class RunBase(SQLModel):
     notes: str = Field(default="", max_length=100_000)
 
 
+def _preset_names(schema: dict[str, Any]) -> None:
+    """The document names the presets there are (engine/configs/*.yaml, read when it is built) as a pattern: a
+    generated client keeps `string` (a new preset needs no new client)."""
+    from backend.services.run_config import preset_names
+
+    names = "|".join(name.replace(".", "\\.") for name in preset_names())  # names: [A-Za-z0-9_.-]
+    for branch in schema.get("anyOf", [schema]):
+        if branch.get("type") == "string":
+            branch["pattern"] = f"^({names})$"
+
+
+def preset_field():
+    return PField(default=None, max_length=100, json_schema_extra=_preset_names, description=(
+        "a preset's name (GET /config/presets; the pattern lists them): the config starts from it"))
+
+
+# the engine's override grammar (engine/config/overrides.py): `++` or `+` then a key of non-empty dotted parts, `=`
+OVERRIDE_FORM = r"^(\+\+[^=.]+|\+?[^=.+][^=.]*)(\.[^=.]+)*=[\s\S]*$"
+
+
+def _override_form(text: str) -> str:
+    key = text.split("=", 1)[0]
+    key = key.removeprefix("++") if key.startswith("++") else key.removeprefix("+")
+    if "=" not in text or not key or not all(key.split(".")):
+        raise ValueError(f"'{text[:100]}' is not of the form key=value (e.g. data.train_batch_size=32)")
+    return text
+
+
+# verl-style `key=value` (`+key=value` adds a key): the key and value are then checked against the engine's schema
+# (GET /config/schema), a key or value it refuses being a 422 of type `config_error` naming the key.
+Override = Annotated[str, AfterValidator(_override_form), WithJsonSchema({
+    "type": "string", "pattern": OVERRIDE_FORM, "description": "key=value, +key=value"})]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=100)]  # each tag 1-100 characters
+CONFIG_WORDS = ("a nested config tree, checked against the engine's schema (GET /config/schema): a key or value it "
+                "refuses is a 422 of type `config_error` naming the key")
+
+
 class RunCreate(SQLModel):
     """A run: a config (nested tree and/or verl-style `key=value` overrides, optionally on a preset),
     validated with the engine's schema. `launch=false` records a run driven from outside (a training
     command started by hand with the dashboard logger, like a wandb run): the response then carries the
     run's ingest token, once."""
 
-    experiment_id: int | None = None
-    experiment_name: str | None = Field(default=None, min_length=1, max_length=200)
+    experiment_id: int | None = Field(default=None, description=(
+        "an existing experiment's id (else a 422 naming it); unset: `experiment_name`"))
+    experiment_name: str | None = Field(default=None, min_length=1, max_length=200, description=(
+        "the experiment by name, made when new (default `default`); `experiment_id` wins"))
     name: str = Field(default="", max_length=200)
-    preset: str | None = Field(default=None, max_length=100)
-    config: dict[str, Any] = Field(default_factory=dict)
-    overrides: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
+    preset: str | None = preset_field()
+    config: dict[str, Any] = Field(default_factory=dict, description=CONFIG_WORDS)
+    overrides: list[Override] = Field(default_factory=list)
+    tags: list[Tag] = Field(default_factory=list)
     notes: str = Field(default="", max_length=100_000)
     launch: bool = True
 
@@ -53,17 +93,11 @@ class RunCreate(SQLModel):
     def _finite(cls, data):
         return clean_json(data) if isinstance(data, dict) else data
 
-    @field_validator("tags")
-    @classmethod
-    def _tags_are_short(cls, tags: list[str]) -> list[str]:
-        if any(not tag or len(tag) > 100 for tag in tags):
-            raise ValueError("tags: each tag must be 1-100 characters")
-        return tags
 
 
 class RunUpdate(SQLModel):
     name: str | None = Field(default=None, max_length=200)
-    tags: list[str] | None = None
+    tags: list[Tag] | None = None
     notes: str | None = Field(default=None, max_length=100_000)
 
 
@@ -76,21 +110,27 @@ class RunFork(SQLModel):
         return clean_json(data) if isinstance(data, dict) else data
 
     name: str | None = Field(default=None, max_length=200)
-    config: dict[str, Any] = Field(default_factory=dict)
-    overrides: list[str] = Field(default_factory=list)
-    tags: list[str] | None = None
+    config: dict[str, Any] = Field(default_factory=dict, description=CONFIG_WORDS)
+    overrides: list[Override] = Field(default_factory=list)
+    tags: list[Tag] | None = None
     launch: bool = True
+
+
+EngineStatus = Literal["running", "started", "resumed", "succeeded", "finished", "success", "failed", "error",
+                       "cancelled"]
 
 
 class RunStatusReport(SQLModel):
     """What the engine's dashboard logger reports with `log_status`."""
 
-    status: str = Field(max_length=50)
+    status: EngineStatus = Field(description="what the engine's `log_status` says: running, started and resumed "
+                                 "mean running; succeeded, finished, success; failed, error; cancelled")
     error: str | None = Field(default=None, max_length=100_000)
     fields: dict[str, Any] = Field(default_factory=dict)
 
 
 class Run(RunBase, table=True):
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused after a delete (migration 0008)
     id: int | None = Field(default=None, primary_key=True, sa_type=BigInt)
     experiment_id: int = Field(sa_column=Column(BigInt, ForeignKey("experiment.id", ondelete="CASCADE"),
                                                 nullable=False, index=True))
@@ -161,3 +201,27 @@ class RunSummary(RunPublic):
 class RunsPublic(SQLModel):
     data: list[RunSummary]
     count: int
+
+
+class RunRef(SQLModel):
+    id: int
+    name: str
+    status: RunStatus
+
+
+class RunQueue(SQLModel):
+    """Why a run has not started yet (GET /runs/{id}/queue): its place in rlstudio's queue, the runs queued ahead of
+    it, the runs holding the concurrency limit, and the same in words."""
+
+    run_id: int
+    status: RunStatus
+    waiting: bool = Field(description="queued or starting: not running yet")
+    position: int | None = Field(default=None, description="its place among the queued runs, 1 = next to start; "
+                                 "null unless queued")
+    ahead: list[RunRef] = Field(default_factory=list, description="the queued runs that start before it")
+    in_flight: list[RunRef] = Field(default_factory=list, description="the server's runs starting or running now: "
+                                    "they hold the limit")
+    max_concurrent_runs: int = Field(description="RLSTUDIO_MAX_CONCURRENT_RUNS: runs starting or running at once")
+    dispatch: bool = Field(description="whether this server launches runs at all (RLSTUDIO_DISPATCH)")
+    reason: str | None = Field(default=None, description="why it waits and for what, in words; null when it "
+                               "does not wait")

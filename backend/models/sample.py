@@ -6,7 +6,7 @@ from pydantic import model_validator
 from sqlalchemy import Column, ForeignKey, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from backend.models.common import BigInt, Int, JSONType, Num, clean_json
+from backend.models.common import BigInt, Count, Int64, JSONType, Num, StepInt, clean_json
 from backend.models.trajectory import Turn, TurnIn, lift_from_extras
 
 Split = Literal["train", "val"]
@@ -74,10 +74,15 @@ def _default(data: dict, key: str, value: int) -> None:
 
 
 class SampleIn(SampleBase):
+    """One answer as a logger sends it. Rules between fields (a 422 naming the sample otherwise): `policy_versions`
+    and `loss_mask` have one value per token (as long as `tokens`), `policy_version_min` <= `policy_version_max`
+    (each defaults to the versions' oldest / newest), and each turn's `start` <= `end` <= the number of `tokens`.
+    `extras.turns` and `extras.loss_mask` (older loggers) are read as `turns` and `loss_mask`, by their rules."""
+
     # the same fields as stored, numbers strictly (no true/false or numeric strings)
-    step: Int = Field(ge=0)
-    sample_index: Int = Field(ge=0)
-    prompt_index: Int | None = None
+    step: StepInt
+    sample_index: Count
+    prompt_index: Int64 | None = None
     score: Num | None = None
     reward: Num | None = None
     old_log_probs: list[Num | None] | None = None
@@ -86,11 +91,12 @@ class SampleIn(SampleBase):
     values: list[Num | None] | None = None
     loss_mask: list[Literal[0, 1]] | None = None
     turns: list[TurnIn] | None = None
-    policy_versions: list[Int] | None = None
-    policy_version_min: Int | None = None
-    policy_version_max: Int | None = None
-    staleness: Int | None = None
-    staleness_worst: Int | None = None
+    # a version counts the actor's updates, as a step does: 0..2^62 (the staleness derived from them then fits)
+    policy_versions: list[StepInt] | None = None
+    policy_version_min: StepInt | None = None
+    policy_version_max: StepInt | None = None
+    staleness: Int64 | None = None
+    staleness_worst: Int64 | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from backend.models.common import Int, Num
+from backend.models.common import Count, Num, integral
 
 Role = Literal["model", "tool"]
 
@@ -20,8 +20,8 @@ class ToolCall(BaseModel):
 
 class Turn(BaseModel):
     role: Role
-    start: Int | None = Field(default=None, ge=0, description="first token of the turn in `tokens`")
-    end: Int | None = Field(default=None, ge=0, description="one past its last token")
+    start: Count | None = Field(default=None, description="first token of the turn in `tokens`")
+    end: Count | None = Field(default=None, description="one past its last token")
     text: str = Field(default="", description="model: what the model wrote; tool: the answer as the model saw it")
     tool_calls: list[ToolCall] = Field(default_factory=list, description="model turns: the calls it made")
     tool: str | None = Field(default=None, max_length=500, description="tool turns: which tool answered")
@@ -65,7 +65,7 @@ def normalize_turns(raw: Any, tokens: list | None) -> list[dict]:
         role = ROLES.get(t["role"]) if isinstance(t.get("role"), str) else None
         if role is None:
             raise ValueError(f"turns[{i}].role: {t.get('role')!r}; use 'model' (or 'assistant') or 'tool'")
-        start, end = t.get("start"), t.get("end")
+        start, end = integral(t.get("start")), integral(t.get("end"))
         for name, v in (("start", start), ("end", end)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise ValueError(f"turns[{i}].{name}: {v!r}; a token position (an integer >= 0)")

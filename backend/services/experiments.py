@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import func
+from sqlalchemy import delete, func
 from sqlmodel import Session, select
 
-from backend.models import ACTIVE, Experiment, ExperimentPublic, Run
+from backend.models import ACTIVE, Experiment, ExperimentPublic, Run, Webhook
 from backend.services.runs import delete_run
 
 
@@ -61,5 +61,6 @@ def delete_experiment(*, session: Session, experiment: Experiment, runs_dir: Pat
     """With its runs (their data and directories)."""
     for run in session.exec(select(Run).where(Run.experiment_id == experiment.id)).all():
         delete_run(session, run, runs_dir)
+    session.exec(delete(Webhook).where(Webhook.experiment_id == experiment.id))
     session.delete(experiment)
     session.commit()

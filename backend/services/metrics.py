@@ -85,6 +85,9 @@ def ingest(*, session: Session, run: Run, body: MetricsIngest) -> int:
     judged = health.judge_metrics(session, run, values, body.series if plain is not None else None)
     try:
         _write(session, run, values, ranges, nan, live, written, steps, totals, judged)
+    except BaseException:
+        health.discard(session, judged)  # never stored: the run's health state goes back to the table's
+        raise
     finally:
         health.release(judged)
     return len(values)

@@ -1,6 +1,16 @@
 """A local Ray head owned by the server: `ray start --head --block` on 127.0.0.1 with token auth, its own
 ports (never Ray's defaults, so it can live beside other clusters) and its own token file.
 
+Loopback only, by default. `ray start --node-ip-address 127.0.0.1` alone is not enough: Ray 2.60 swaps a loopback
+node address for the machine's own ("remotely reachable") one, and its components bind according to that address:
+the GCS and the raylet's node and object managers on every interface (`::`), the dashboard agent, the runtime-env
+agent and the client server on the machine's address. With RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (Ray's switch for
+single-machine clusters, on by default on macOS and Windows) Ray keeps 127.0.0.1 as the node's address, and every
+component, the C++ ones included, listens on loopback only; the one thing it refuses then is another node joining
+(`ray start --address=...`), which a local head never needs. `ray_head_host` (RLSTUDIO_RAY_HEAD_HOST) set to
+another address of this machine is the explicit choice to let other machines in: Ray then listens as it does by
+default (all interfaces for the GCS and the raylet), token auth stays on, and the server logs a warning.
+
 The head outlives a server that is killed (it runs in its own session), so it records itself in
 `<data_dir>/ray/head.json` (address, pid, process group, start time); the next server on the same data dir
 re-attaches to it instead of starting a second one, and its running jobs carry on. Stopping signals the
@@ -8,10 +18,12 @@ recorded process and then kills whatever is left in its process group."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,6 +47,23 @@ SELF_CHOSEN_PORTS = ("--node-manager-port", "0", "--object-manager-port", "0",
                      # cluster on the machine, so a second one (the user's, a test's) would hand out the same ports
                      "--min-worker-port", "0", "--max-worker-port", "0")
 LOWEST_PORT = 20000
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray keeps a loopback node address (see above)
+# Ray's unix sockets live under the temp dir (`<temp>/session_<date>_<time>_<micros>_<pid>/sockets/<name>`: the
+# object store's, one per dashboard module, `dash_MetricsHead`...) and AF_UNIX paths are at most 107 bytes: a temp
+# dir longer than this goes under /tmp instead (24: the longest socket name, with room to spare)
+MAX_TEMP_DIR_BYTES = 107 - len("/session_2026-12-07_05-23-16_486943_4194304/sockets/") - 24
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1, an IPv4-mapped loopback (::ffff:127.0.0.1) or the name localhost."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
@@ -157,16 +186,36 @@ class HeadClosed(RuntimeError):
     """A start that the server's shutdown (LocalRayHead.close) overtook."""
 
 
+def temp_dir_for(data_dir: Path) -> Path:
+    """The temp dir Ray is given: `<data_dir>/ray/tmp`, where the head's session (its logs, sockets, spilled objects)
+    lives beside the rest of the server's data, or where that path is too long for Ray's unix sockets a short link
+    to it, /tmp/rlstudio-ray-<hash of the data dir> (made by the start, removed by the stop)."""
+    inside = session_root(data_dir)
+    if len(str(inside).encode()) <= MAX_TEMP_DIR_BYTES:
+        return inside
+    tag = hashlib.sha256(str(data_dir).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"rlstudio-ray-{tag}"
+
+
+def session_root(data_dir: Path) -> Path:
+    return data_dir / "ray" / "tmp"
+
+
+KEEP_SESSIONS = 3  # a head's start removes its older Ray sessions (logs) but the newest few
+
+
 class LocalRayHead:
-    def __init__(self, data_dir: Path, num_cpus: int | None = None):
+    def __init__(self, data_dir: Path, num_cpus: int | None = None, host: str = "127.0.0.1"):
         self.data_dir = data_dir.resolve()
         self.num_cpus = num_cpus
+        # the node's address; anything but loopback opens the head to other machines (module docstring)
+        self.host = "127.0.0.1" if host == "localhost" else host
+        self.loopback = is_loopback(self.host)
         self.token_path = self.data_dir / "ray" / "auth_token"
         self.record_path = self.data_dir / "ray" / "head.json"
         self.log_path = self.data_dir / "ray" / "head.log"
-        # Ray's unix sockets need a short path: a temp dir named after the data dir.
-        tag = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:10]
-        self.temp_dir = Path(tempfile.gettempdir()) / f"rlstudio-ray-{tag}"
+        self.session_root = session_root(self.data_dir)  # where Ray's sessions are
+        self.temp_dir = temp_dir_for(self.data_dir)  # the path Ray is given: session_root or a short link to it
         self.process: subprocess.Popen | None = None
         self.record: HeadRecord | None = None
         self.address: str | None = None
@@ -180,8 +229,11 @@ class LocalRayHead:
 
     def env(self) -> dict[str, str]:
         # no 30 s drain on SIGTERM: the server stops its head only when it shuts down (or the head is dead)
-        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path),
-                "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+        env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path),
+               "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+        # loopback: every component on 127.0.0.1 (module docstring); it reaches the jobs' drivers and workers too
+        env[LOOPBACK_ONLY_ENV] = "0" if self.loopback else "1"
+        return env
 
     def alive(self) -> bool:
         """Whether the head this object started or adopted still runs (`ray start --block` exits, taking every
@@ -192,7 +244,8 @@ class LocalRayHead:
     def why_dead(self) -> str:
         """What the head wrote last, plus Ray's own logs of the components that most often die first."""
         parts = [f"`ray start --head` said: {self._log_error()}"]
-        logs = self.temp_dir / "session_latest" / "logs"
+        root = self.session_root if (self.session_root / "session_latest").exists() else self.temp_dir
+        logs = root / "session_latest" / "logs"
         for name in ("dashboard.err", "dashboard.log", "raylet.err", "gcs_server.err"):
             try:
                 lines = [x.strip() for x in (logs / name).read_text(errors="replace").splitlines() if x.strip()]
@@ -259,8 +312,13 @@ class LocalRayHead:
 
     def _start_new(self, timeout: float) -> str:
         ports = dict(zip(PORT_FLAGS, self._choose_ports()))
+        if not self.loopback:
+            log.warning("the local Ray head listens beyond loopback (RLSTUDIO_RAY_HEAD_HOST=%s): its GCS and raylet on "
+                        "every interface, token auth on (%s); anyone who can reach this machine's ports and holds the "
+                        "token can run code in it", self.host, self.token_path)
         args = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
+                # the job API (the dashboard) is the server's alone: loopback whatever the node's address
+                "--node-ip-address", self.host, "--dashboard-host", "127.0.0.1", "--temp-dir", str(self.temp_dir),
                 "--disable-usage-stats", "--include-dashboard", "true", *SELF_CHOSEN_PORTS]
         for flag, port in ports.items():
             args += [flag, str(port)]
@@ -272,10 +330,11 @@ class LocalRayHead:
         with self._launch_lock, open(self.log_path, "ab") as log_file:
             if self.closed:
                 raise HeadClosed("the server is shutting down: the local Ray head is not started")
+            self._prepare_temp_dir()  # after the check: a start that is refused leaves no link behind
             self.process = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         record = HeadRecord(address=f"http://127.0.0.1:{ports['--dashboard-port']}",
-                            gcs_address=f"127.0.0.1:{ports['--port']}", pid=self.process.pid,
+                            gcs_address=f"{self._gcs_host()}:{ports['--port']}", pid=self.process.pid,
                             start_time=process_start_time(self.process.pid) or 0, temp_dir=str(self.temp_dir),
                             server_pid=os.getpid())
         self.address, self.record = record.address, record
@@ -293,6 +352,32 @@ class LocalRayHead:
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"the local Ray head did not come up within {timeout:.0f}s; see {self.log_path}")
+
+    def _prepare_temp_dir(self) -> None:
+        """The session root exists, with its older sessions pruned, and the short link to it if one is needed."""
+        self.session_root.mkdir(parents=True, exist_ok=True)
+        sessions = sorted(p for p in self.session_root.glob("session_2*") if p.is_dir() and not p.is_symlink())
+        for old in sessions[:-KEEP_SESSIONS]:
+            shutil.rmtree(old, ignore_errors=True)
+        if self.temp_dir == self.session_root:
+            return
+        if self.temp_dir.is_symlink():
+            if Path(os.readlink(self.temp_dir)) == self.session_root:
+                return
+            self.temp_dir.unlink()
+        elif self.temp_dir.exists():  # an earlier version's session directory: Ray's sessions stay there
+            log.warning("Ray's sessions go to %s (an earlier rlstudio's directory), not %s", self.temp_dir,
+                        self.session_root)
+            return
+        os.symlink(self.session_root, self.temp_dir)
+
+    def _remove_link(self) -> None:
+        if self.temp_dir != self.session_root and self.temp_dir.is_symlink() and \
+                Path(os.readlink(self.temp_dir)) == self.session_root:
+            self.temp_dir.unlink(missing_ok=True)
+
+    def _gcs_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     def _choose_ports(self) -> list[int]:
         return free_ports(len(PORT_FLAGS))
@@ -356,6 +441,7 @@ class LocalRayHead:
             except subprocess.TimeoutExpired:
                 pass
         self._forget_record()
+        self._remove_link()  # Ray's session (its logs) stays in session_root
 
     def _kill_group(self, record: HeadRecord) -> None:
         """SIGKILL what is left of the head's process group, unless that group id now belongs to another

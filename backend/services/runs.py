@@ -6,10 +6,11 @@ import hmac
 import json
 import secrets
 import shutil
+import unicodedata
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import String, cast, delete, func
+from sqlalchemy import bindparam, delete, false, func, text
 from sqlmodel import Session, select
 
 from backend.models import (
@@ -25,6 +26,8 @@ from backend.models import (
     RunPublic,
     RunStatus,
     Sample,
+    Webhook,
+    WebhookDelivery,
 )
 from backend.models.common import utcnow
 from backend.services import run_config
@@ -62,7 +65,8 @@ ENGINE_STATUS = {"running": RunStatus.running, "started": RunStatus.running, "re
                  "succeeded": RunStatus.succeeded, "finished": RunStatus.succeeded, "success": RunStatus.succeeded,
                  "failed": RunStatus.failed, "error": RunStatus.failed, "cancelled": RunStatus.cancelled}
 
-SORTS = ("created_at", "started_at", "finished_at", "name", "status", "id", "progress_step")
+VAL_SORT = "val_score"  # the latest held-out score, as the Runs table shows it (not a column: _by_held_out)
+SORTS = ("created_at", "started_at", "finished_at", "name", "status", "id", "progress_step", VAL_SORT)
 
 
 def create_run(*, session: Session, runs_dir: Path, experiment_id: int, name: str, preset: str | None,
@@ -96,20 +100,21 @@ def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, expe
               config: list[tuple[list[str], str]] | None = None, parent_id: int | None = None,
               sort: str = "created_at", descending: bool = True, skip: int = 0, limit: int = 100
               ) -> tuple[list[Run], int]:
-    """One page of runs and the number that match. `config` filters are (dotted path, value) pairs."""
-    stmt = select(Run)
+    """One page of runs and the number that match. `config` filters are (dotted path, value) pairs. `sort`:
+    a column of SORTS, or VAL_SORT (the latest held-out score, as the Runs table shows it)."""
+    conditions = []
     if statuses:
-        stmt = stmt.where(Run.status.in_(statuses))
+        conditions.append(Run.status.in_(statuses))
     if experiment_id is not None:
-        stmt = stmt.where(Run.experiment_id == experiment_id)
-    for tag in tags or []:
-        stmt = stmt.where(cast(Run.tags, String).contains(json.dumps(tag)))
-    for tag in without_tags or []:  # e.g. "archived": the runs list hides those unless asked
-        stmt = stmt.where(~cast(Run.tags, String).contains(json.dumps(tag)))
+        conditions.append(Run.experiment_id == experiment_id)
+    conditions += tag_conditions(session, tags or [], without_tags or [])
     if name_contains:
-        stmt = stmt.where(Run.name.icontains(name_contains))  # any case, as SQLite's LIKE (PostgreSQL's is not)
+        conditions.append(Run.name.icontains(name_contains))  # any case, as SQLite's LIKE (PostgreSQL's is not)
     if parent_id is not None:
-        stmt = stmt.where(Run.parent_id == parent_id)
+        conditions.append(Run.parent_id == parent_id)
+    stmt = select(Run).where(*conditions)
+    if sort == VAL_SORT:
+        return _by_held_out(session, conditions, config, descending, skip, limit)
     column = getattr(Run, sort)
     # NULLs (not started, no progress yet) sort as the smallest value, as SQLite does and PostgreSQL does not
     order = [column.desc().nulls_last() if descending else column.asc().nulls_first(), Run.id.desc()]
@@ -119,6 +124,60 @@ def list_runs(*, session: Session, statuses: list[RunStatus] | None = None, expe
     # config values are compared in Python: JSON paths differ between databases
     matching = [r for r in session.exec(stmt.order_by(*order)).all() if _config_matches(r, config)]
     return matching[skip:skip + limit], len(matching)
+
+
+def _by_held_out(session: Session, conditions: list, config, descending: bool, skip: int, limit: int
+                 ) -> tuple[list[Run], int]:
+    """Runs ordered by their latest held-out score (metrics.held_out: what the Runs table's Held-out column
+    shows), computed for every run that matches; runs without one come last either way, as in the table; equal
+    scores newest first."""
+    from backend.services.metrics import held_out
+
+    if config:
+        ids = [r.id for r in session.exec(select(Run).where(*conditions)).all() if _config_matches(r, config)]
+    else:
+        ids = list(session.exec(select(Run.id).where(*conditions)).all())
+    scores = {run_id: found["val_score"] for run_id, found in held_out(session=session, run_ids=ids).items()
+              if found["val_score"] is not None}
+    sign = -1 if descending else 1
+    ranked = sorted((i for i in ids if i in scores), key=lambda i: (sign * scores[i], -i))
+    ranked += sorted((i for i in ids if i not in scores), reverse=True)
+    page = ranked[skip:skip + limit]
+    rows = {r.id: r for r in session.exec(select(Run).where(Run.id.in_(page))).all()} if page else {}
+    return [rows[i] for i in page if i in rows], len(ids)
+
+
+def fold_tag(tag: str) -> str:
+    """A tag as filters compare it: any case (Unicode case folding, so `Straße` = `STRASSE`), composed form."""
+    return unicodedata.normalize("NFC", tag).casefold()
+
+
+def tag_conditions(session: Session, tags: list[str], without_tags: list[str]) -> list:
+    """Filters on the runs' tags, the same on SQLite and PostgreSQL: a tag matches any stored tag equal to it but
+    for case (fold_tag), non-ASCII included. The stored spellings of each wanted tag are found first (in Python,
+    from the distinct tags stored), then a run is kept or dropped by exact membership of one of them (each
+    database's JSON array functions), so no database's own case rules or LIKE wildcards come in."""
+    if not tags and not without_tags:
+        return []
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    distinct = ("SELECT DISTINCT je.value FROM run, json_each(run.tags) AS je WHERE je.type = 'text'" if sqlite else
+                "SELECT DISTINCT e.value FROM run, json_array_elements_text(CAST(run.tags AS JSON)) AS e(value)")
+    spelled: dict[str, set[str]] = {}
+    for (stored,) in session.execute(text(distinct)):
+        spelled.setdefault(fold_tag(stored), set()).add(stored)
+    conditions = []
+    for n, (wanted, keep) in enumerate([(t, True) for t in tags] + [(t, False) for t in without_tags]):
+        spellings = sorted(spelled.get(fold_tag(wanted), ()))
+        if not spellings:
+            if keep:
+                conditions.append(false())  # no run has it
+            continue
+        name = f"tag_spellings_{n}"
+        inner = ("SELECT 1 FROM json_each(run.tags) AS je WHERE je.value IN :{name}" if sqlite else
+                 "SELECT 1 FROM json_array_elements_text(CAST(run.tags AS JSON)) AS e(value) WHERE e.value IN :{name}")
+        exists = f"{'' if keep else 'NOT '}EXISTS ({inner.format(name=name)})"
+        conditions.append(text(exists).bindparams(bindparam(name, spellings, expanding=True)))
+    return conditions
 
 
 def _config_matches(run: Run, filters: list[tuple[list[str], str]]) -> bool:
@@ -182,6 +241,10 @@ def set_status(session: Session, run: Run, status: RunStatus, *, error: str | No
         run.log_tail = log_tail
     session.add(run)
     announce(session, run)
+    if status in TERMINAL:  # once: terminal states stick
+        from backend.services.webhooks import on_run_ended
+
+        on_run_ended(session, run)
     return True
 
 
@@ -232,7 +295,8 @@ def log_tail(session: Session, run_id: int, lines: int = 50) -> str:
 def delete_run(session: Session, run: Run, runs_dir: Path) -> None:
     """Rows first (explicitly, not trusting FK cascades on every backend), then the run's own directory."""
     run_id = run.id
-    for model in (MetricPoint, Sample, LogLine, Artifact, HealthAlarm, HealthState, HealthPrompt):
+    for model in (MetricPoint, Sample, LogLine, Artifact, HealthAlarm, HealthState, HealthPrompt, WebhookDelivery,
+                  Webhook):
         session.exec(delete(model).where(model.run_id == run_id))
     session.exec(delete(Event).where(Event.channel == run_channel(run_id)))
     for child in session.exec(select(Run).where(Run.parent_id == run_id)).all():

@@ -94,6 +94,9 @@ def ingest(*, session: Session, run: Run, samples: list[SampleIn]) -> int:
     judged = health.judge_samples(session, run, samples)  # before the write lock; written inside it
     try:
         _write(session, run, stmt, rows, judged)
+    except BaseException:
+        health.discard(session, judged)  # never stored: the run's health state goes back to the table's
+        raise
     finally:
         health.release(judged)
     return len(rows)

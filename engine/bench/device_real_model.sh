@@ -48,8 +48,8 @@ case ${1:-} in
       actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl \
       actor_rollout_ref.actor.entropy_coeff=0 algorithm.use_kl_in_reward=False \
       actor_rollout_ref.actor.optim.lr=${GRPO_LR:-2e-6}
-    # PPO: the seed's command as written (GAE + critic, rollout.n = 1)
-    launch ppo actor_rollout_ref.actor.optim.lr=${PPO_LR:-2e-6} ;;
+    # PPO: the seed's command as written (GAE + critic, rollout.n = 1); REAL_RUNS=grpo leaves it out (a short call)
+    [[ ${REAL_RUNS:-grpo ppo} == *ppo* ]] && launch ppo actor_rollout_ref.actor.optim.lr=${PPO_LR:-2e-6} ;;
   poll)
     limit=${2:-500}; t=$SECONDS
     while [ $((SECONDS - t)) -lt "$limit" ]; do
@@ -58,6 +58,7 @@ case ${1:-} in
       sleep 10
     done
     for label in grpo ppo; do
+      [ -f $runs/$label.pid ] || continue
       cp $runs/$label.log "$OUT/real-$label.log" 2>/dev/null
       cp $runs/$label/metrics.jsonl "$OUT/real-$label-metrics.jsonl" 2>/dev/null
       kill -0 "$(cat $runs/$label.pid)" 2>/dev/null && state=running || state=exit

@@ -75,7 +75,6 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
 
     from engine.config import build_config
     from engine.reward.manager import RewardManager
-    from engine.trainer.asynchronous.driver import AsyncPPOTrainer
     from engine.trainer.ppo_trainer import PPOTrainer
     from engine.workers.launch import start_workers
     from engine.workers.profiling import profile_root
@@ -96,21 +95,21 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
              **info})
         mode = cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "sync"
         # the async modes (trainer.v1.trainer_mode): their driver pulls the prompts from a loader, ahead of the step
-        cls, loader = (PPOTrainer, None) if mode == "sync" else (AsyncPPOTrainer, _Prompts(w, tokenizer))
-        trainer = cls(cfg, tokenizer, loader, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
-                      device_name=info.get("device_name"), n_params=info.get("n_params"))
+        loader = None if mode == "sync" else _Prompts(w, tokenizer)
+        trainer = PPOTrainer(cfg, tokenizer, loader, None, reward_fn, reward_fn, workers.group, _NullLogger(), total,
+                             device_name=info.get("device_name"), n_params=info.get("n_params"))
         lengths: list[list[int]] = []  # each step's response lengths (real tokens, end token included)
-        generate_and_score = trainer.generate_and_score
+        scored = trainer.batches.scored
 
-        def recording(prompts, log_):
-            batch, reward = generate_and_score(prompts, log_)
-            lengths.append(batch["response_mask"].sum(-1).tolist())
-            return batch, reward
+        def recording(prompts, step, log_):
+            selection = scored(prompts, step, log_)
+            lengths.append(selection.batch["response_mask"].sum(-1).tolist())
+            return selection
 
-        trainer.generate_and_score = recording
+        trainer.batches.scored = recording
         wall = time.perf_counter()
         for step in range(total):
-            prompts = make_prompts(w, tokenizer, seed=step) if loader is None else next(trainer.train_loader)
+            prompts = make_prompts(w, tokenizer, seed=step) if loader is None else trainer.batches.prompts(step + 1)
             trainer.global_step = step + 1
             metrics, _ = trainer.train_step(prompts)
             # the step's wall time between two step ends: with the rollout ahead, timing_s/step is the wait for
@@ -125,8 +124,8 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
                     if k.startswith(("timing_s/", "perf/mfu", "response_length/mean", STALE))}})
         memory = workers.group.all_call("memory_stats")[0]
     finally:
-        if trainer is not None and getattr(trainer, "producer", None) is not None:
-            trainer.producer.stop()
+        if trainer is not None:
+            trainer.batches.close()  # the async modes: stop the rollout thread
         if workers is not None:
             workers.stop()
     result = summarize(w, algo, records, memory, info.get("n_params"), info.get("device_name"))

@@ -7,6 +7,7 @@ of `micro`. Everything else is TRL's default (gradient checkpointing on, bf16 we
 """
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -82,6 +83,7 @@ def run_trl(w: Workload, warmup: int, steps: int, device: str, log) -> dict:
 
     trainer.model.generate = timed_generate
     step_times: list[float] = []
+    step_ends: list[float] = []  # wall clock at each step's end: wall time between step ends, as the engine's
     gen_per_step: list[float] = []
     step_tokens: list[list[tuple[int, list[int]]]] = []
 
@@ -96,6 +98,7 @@ def run_trl(w: Workload, warmup: int, steps: int, device: str, log) -> dict:
             if cuda:
                 torch.cuda.synchronize()
             step_times.append(time.perf_counter() - self.start)
+            step_ends.append(time.perf_counter())
             gen_per_step.append(sum(gen_times[self.gen_before:]))
             step_tokens.append(gen_tokens[self.tokens_before:])
             log({"event": "trl_step", "step": len(step_times), "warmup": len(step_times) <= warmup,
@@ -108,13 +111,17 @@ def run_trl(w: Workload, warmup: int, steps: int, device: str, log) -> dict:
     measured_steps = step_times[warmup:] or step_times
     measured_gen = gen_per_step[warmup:] or gen_per_step
     step = statistics.median(measured_steps)
+    # between step ends (what a user waits per step: the trainer's own work between callbacks included); the
+    # first measured step's wall needs the end of the step before it
+    walls = [b - a for a, b in itertools.pairwise(step_ends)][max(warmup - 1, 0):]
+    step_wall = statistics.median(walls) if walls else None
     gen = statistics.median(measured_gen) if any(measured_gen) else None
     # real tokens per measured step (prompt + completions up to their end token), as the engine counts them
     measured_tokens = step_tokens[warmup:] or step_tokens
     prompt_tok = statistics.mean(sum(p for p, _ in calls) for calls in measured_tokens)
     lengths = [n for calls in measured_tokens for _, ls in calls for n in ls]
     resp_tok = sum(lengths) / max(len(measured_tokens), 1)
-    result = {"step_s": step, "gen_s": gen, "runs": [round(v, 4) for v in measured_steps],
+    result = {"step_s": step, "step_wall_s": step_wall, "gen_s": gen, "runs": [round(v, 4) for v in measured_steps],
               "tokens_per_s_step": (prompt_tok + resp_tok) / step,
               "gen_tokens_per_s": resp_tok / gen if gen else None, "response_lengths": lengths,
               "gradient_checkpointing": bool(args.gradient_checkpointing)}

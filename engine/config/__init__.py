@@ -3,19 +3,26 @@
 The names below are the package's public face: the backend imports the engine's config through them only."""
 from engine.config.argv import config_from_argv
 from engine.config.errors import ConfigError
-from engine.config.loader import (CONFIG_DIR, apply_overrides, build_config, flatten, load_named_config, merge_trees,
-                                  preset_names, set_dotted, validate_tree)
+from engine.config.loader import (
+    CONFIG_DIR,
+    apply_overrides,
+    build_config,
+    flatten,
+    load_named_config,
+    merge_trees,
+    preset_names,
+    set_dotted,
+    validate_tree,
+)
 from engine.config.overrides import Command, CommandOverride, parse_command, parse_overrides
 from engine.config.resolve import uses_reference, world_size
 from engine.config.resolved import load_resolved, save_resolved
 from engine.config.schema import PPOConfig, all_keys
-from engine.config.verl_layout import canonical_key
+from engine.config.verl_layout import ALIASES, canonical_key
 
 
 def json_schema() -> dict:
     """The JSON Schema of a run config (the backend validates with it, the UI renders its form from it)."""
-    from engine.config.verl_layout import ALIASES
-
     schema = PPOConfig.model_json_schema()
     schema["title"] = "rlstudio run config"
     # verl 0.9's spelling -> the canonical key (a prefix when it ends with '.'), for a client that maps keys itself

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.config.errors import ConfigError
 from engine.config.overrides import Override, parse_overrides
+from engine.config.resolve import resolve
 from engine.config.schema import Extensible, PPOConfig, all_keys, section_type
 from engine.config.verl_layout import canonical_key, canonical_tree, unsupported_reason
 
@@ -220,6 +221,4 @@ def validate_tree(tree: dict) -> PPOConfig:
         cfg = PPOConfig.model_validate(tree)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    from engine.config.resolve import resolve
-
     return resolve(cfg)

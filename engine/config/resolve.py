@@ -6,9 +6,11 @@ import difflib
 
 from engine.config.errors import ConfigError
 from engine.config.registry import refuse_unsupported
+from engine.config.rollout_correction import parse_is_threshold, parse_rs
 from engine.config.schema import PPOConfig, all_keys
 from engine.config.trainer_mode import check_trainer_mode
 from engine.config.vocab import GROUP_ESTIMATORS, LoggerName, names
+from engine.rollout import registry as rollout_registry
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -37,8 +39,6 @@ def world_size(cfg: PPOConfig) -> int:
 
 def _check_rollout_correction(cfg: PPOConfig) -> None:
     """Thresholds parse, and the rollout returns the log-probs the correction divides by."""
-    from engine.config.rollout_correction import parse_is_threshold, parse_rs
-
     rc, rollout = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.rollout
     prefix = "algorithm.rollout_correction"
     try:
@@ -50,8 +50,7 @@ def _check_rollout_correction(cfg: PPOConfig) -> None:
         raise ConfigError(f"{prefix}: {exc}", prefix) from None
     if rc.rollout_is is None and rc.rollout_rs is None:
         return
-    hf_decode = str((getattr(rollout.engine_kwargs, "hf", None) or {}).get("decode", "auto"))
-    if rollout.name in ("hf", "naive") and hf_decode == "generate":
+    if rollout_registry.without_log_probs(rollout):
         raise ConfigError(f"{prefix}.rollout_is/rollout_rs need the rollout's log-probs, which transformers' generate "
                           "does not return: use actor_rollout_ref.rollout.name=vllm or "
                           "+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static", f"{prefix}.rollout_is")
@@ -119,8 +118,8 @@ def resolve(cfg: PPOConfig) -> PPOConfig:
     world = world_size(cfg)
 
     tr.logger = logger_names(tr.logger)  # a misspelt name fails here, not after start-up
-    if rollout.name == "naive":  # verl's old name of the HF rollout
-        rollout.name = "hf"
+    rollout.name = rollout_registry.canonical(rollout.name)  # verl's old name of the HF rollout: naive
+    rollout_registry.check(cfg)  # what the backend supports (LoRA, multi-turn, the device)
     rollout.prompt_length = rollout.prompt_length or data.max_prompt_length
     rollout.response_length = rollout.response_length or data.max_response_length
     if data.val_max_samples is not None and data.val_max_samples <= 0:  # verl's -1: all

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.config.errors import ConfigError
+from engine.config.loader import validation_error
 from engine.config.schema import PPOConfig
 
 # keys resolve() always fills: a file without them was never resolved (e.g. a preset passed by mistake)
@@ -52,6 +53,4 @@ def load_resolved(path: str | Path) -> PPOConfig:
     try:
         return PPOConfig.model_validate(tree)
     except ValidationError as exc:
-        from engine.config.loader import validation_error
-
         raise validation_error(exc) from None

@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engine.config.vocab import AdvEstimator, KLEstimator, LossAggMode, PolicyLossMode
+from engine.rollout import registry as rollout_registry
 
 # UI hints travel inside the JSON Schema: "x-essential" fields are shown first in the New-run form; "x-group"
 # fields get a card of their own there, named by the group (after the essentials, before "Advanced").
@@ -229,7 +230,7 @@ class MultiTurnConfig(Section):
 
 
 class RolloutConfig(Section):
-    name: Literal["hf", "naive", "vllm"] = Field(
+    name: Literal[rollout_registry.NAMES] = Field(  # the backends: engine/rollout/registry.py
         "hf", description="Generation backend: hf (transformers generate; 'naive' is an alias) or vllm.",
         json_schema_extra=ESSENTIAL)
     mode: Literal["sync", "async"] = "sync"

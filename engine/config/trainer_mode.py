@@ -8,6 +8,7 @@ name rather than run synchronously.
 from __future__ import annotations
 
 from engine.config.errors import ConfigError
+from engine.rollout import registry as rollout_registry
 
 ASYNC_MODES = ("colocate_async", "separate_async")
 
@@ -145,9 +146,7 @@ def _check_bypass(cfg) -> None:
 
 
 def _hf_generate(cfg) -> bool:
-    rollout = cfg.actor_rollout_ref.rollout
-    decode = (getattr(rollout.engine_kwargs, "hf", None) or {}).get("decode")
-    return rollout.name in ("hf", "naive") and str(decode) == "generate"  # unset: static on GPU, generate on CPU
+    return rollout_registry.without_log_probs(cfg.actor_rollout_ref.rollout)  # unset: static on GPU, generate on CPU
 
 
 def _check_async_scope(cfg, world: int) -> None:
@@ -156,10 +155,10 @@ def _check_async_scope(cfg, world: int) -> None:
     mode = cfg.trainer.v1.trainer_mode
     key = "trainer.v1.trainer_mode"
     rollout = cfg.actor_rollout_ref.rollout
-    hf = getattr(rollout.engine_kwargs, "hf", None)
-    if rollout.name in ("hf", "naive") and (hf or {}).get("decode") is None:
+    if rollout_registry.backend(rollout).decode_choice and rollout_registry.hf_decode(rollout) is None:
         # the behaviour log-probs come from the static decoder (transformers' generate returns none)
-        rollout.engine_kwargs.hf = {**(hf or {}), "decode": "static"}
+        rollout.engine_kwargs.hf = {**(getattr(rollout.engine_kwargs, "hf", None) or {}), "decode": "static"}
+    backend_why, backend_fix = rollout_registry.async_refusal(rollout) or (None, None)
     refusals = [
         # DAPO's filter scores in the rollout thread: the reward model's sharded forward there would run its
         # all-gathers beside the update's on the same process group (one worker has no peer to mismatch)
@@ -168,8 +167,7 @@ def _check_async_scope(cfg, world: int) -> None:
           f"sharded forward would interleave collectives with the update's on {world} workers"),
          ("Set trainer.n_gpus_per_node=1 (and trainer.nnodes=1), algorithm.filter_groups.enable=False, or "
           "trainer.v1.trainer_mode=sync.")),
-        (rollout.name == "vllm", "generates with the hf rollout's static decoder so far (vLLM's async engine is not "
-                                 "wired in)", "Set actor_rollout_ref.rollout.name=hf, or trainer.v1.trainer_mode=sync."),
+        (backend_why is not None, backend_why, backend_fix),
         (_hf_generate(cfg), "needs each token's behaviour log-prob, which transformers' generate does not return",
          "Set +actor_rollout_ref.rollout.engine_kwargs.hf.decode=static (the async default)."),
         (cfg.algorithm.adv_estimator == "remax", "does not generate ReMax's greedy baseline on the rollout copy yet",

@@ -22,8 +22,9 @@ and log lines on (run, source, seq), so a request sent twice (response lost, rep
 its rows once. Requests the server refuses for good (4xx other than 408/429) are dropped with a warning.
 
 Heartbeat (`log_phase`, engine/trainer/heartbeat.py): the phase the trainer enters goes on the status route as
-`{"status": "running", "error": null, "fields": {"heartbeat": {"phase": "gen", "step": 3, "time": <unix s>}}}`
-(`step`: the step being worked on, `time`: when the phase began, the engine's clock). It is sent at once, not
+`{"status": "running", "error": null, "fields": {"heartbeat": {"phase": "gen", "step": 3, "time": <unix s>,
+"sent": <unix s>}}}` (`step`: the step being worked on, `time`: when the phase began, `sent`: when the request left,
+both the engine's clock; the server uses only their difference). It is sent at once, not
 buffered; one not yet sent when the next comes is replaced by it, and none is spooled (only the live phase means
 anything), so a run sends at most one small request per phase change.
 """
@@ -366,6 +367,8 @@ class DashboardLogger(Logger):
                     self.spool.append(_spoolable(batch))  # keep the order: older spooled requests go first
                     batch = []
                 for i, request in enumerate(batch):
+                    if request.get("heartbeat"):  # how long the phase had run when sent: the server's stall check
+                        request["body"]["fields"]["heartbeat"]["sent"] = time.time()  # trusts no clock but its own
                     if not self._send_with_retries(request, attempts=1 if request.get("heartbeat") else 3):
                         self.spool.append(_spoolable(batch[i:]))
                         offline = True

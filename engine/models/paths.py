@@ -5,6 +5,11 @@ import os
 from pathlib import Path
 
 
+def cache_dir() -> str:
+    """Where built-in assets and downloaded wheels are kept (RLSTUDIO_CACHE, default ~/.cache/rlstudio)."""
+    return os.path.expanduser(os.environ.get("RLSTUDIO_CACHE", "~/.cache/rlstudio"))
+
+
 def check_model_path(path: str, key: str) -> str:
     """Expand `~` and fail early with the key to fix when the model directory does not exist."""
     expanded = os.path.expanduser(path)

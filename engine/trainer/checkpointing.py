@@ -43,7 +43,7 @@ def save(trainer) -> str:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp, exist_ok=True)
     trainer.wg.all_call("save_checkpoint", tmp)
-    state = {"global_step": step, "loader": trainer.train_loader.state_dict(),
+    state = {"global_step": step, "loader": trainer.batches.state_dict(),
              "kl_ctrl": trainer.kl_ctrl.state_dict() if trainer.kl_ctrl else None,
              "world": trainer.world, "config": trainer.cfg.model_dump(mode="json")}
     with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
@@ -111,7 +111,7 @@ def maybe_resume(trainer) -> int:
     with open(os.path.join(path, "trainer_state.json")) as f:
         state = json.load(f)
     trainer.wg.all_call("load_checkpoint", path)
-    trainer.train_loader.load_state_dict(state["loader"])
+    trainer.batches.load_state_dict(state["loader"])
     if trainer.kl_ctrl is not None and state.get("kl_ctrl"):
         trainer.kl_ctrl.load_state_dict(state["kl_ctrl"])
     trainer.logger.log_status("resumed", step=state["global_step"], path=path)

@@ -1,12 +1,15 @@
 """Failed groups (verl V1's `failure` group status): a group is failed when the reward function raised (or returned
 something unusable) for any of its answers. Where they are refilled (always in the async modes; in sync with
 trainer.v1.sampler.sync_refill_failed_groups=True) the reward manager marks failed rows instead of raising, and the
-trainer evicts their groups and refills from the loader's next prompts (PPOTrainer.keep_groups). Elsewhere the reward
+trainer evicts their groups and refills from the loader's next prompts (group_selection.keep_groups). Elsewhere the reward
 function's error fails the run, as before. Pure functions; the loop is the trainer's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from engine.config.resolve import world_size
+from engine.config.trainer_mode import is_async
 
 # Generation batches one step may take while groups keep failing, when DAPO's own limit
 # (algorithm.filter_groups.max_num_gen_batches) does not apply: without a bound a reward function that always
@@ -17,9 +20,6 @@ METRIC = "training/rollout_failure/evicted_samples"  # verl V1's count of evicte
 
 def refills_failed_groups(cfg) -> bool:
     """Whether the run evicts and refills failed groups (else the reward function's error fails the run)."""
-    from engine.config.resolve import world_size
-    from engine.config.trainer_mode import is_async
-
     if not is_async(cfg):
         return bool(cfg.trainer.v1.sampler.sync_refill_failed_groups)
     # not built: carry-over's pool (groups span steps), and scoring with the sharded reward model in the rollout

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from engine.protocol import Batch
-from engine.trainer.asynchronous import versions
+from engine.rollout import versions
 
 TOKEN_ARRAYS = {"old_log_probs": "old_log_probs", "ref_log_prob": "ref_log_probs", "advantages": "advantages",
                 "values": "values", "entropys": "entropies", "rollout_log_probs": "rollout_log_probs"}

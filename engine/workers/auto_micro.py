@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
+from engine.rollout import registry as rollout_registry
+
 GB = 2**30
 # bytes per token × this: allocator fragmentation, transient buffers, estimate error. Measured on an H100
 # (2026-12-06, engine/bench/results/2026-12-06-h100a-c09-w1-nockpt.jsonl): W1's compiled update without
@@ -129,7 +133,7 @@ def plan(cfg, shape: Shape, total_bytes: float, used_bytes: float, trainable_par
     rows = data.train_batch_size * arr.rollout.n  # upper bound on one worker's generation batch
     # the HF rollout's KV cache is allocated by the trainer's own allocator and may stay cached into training;
     # vLLM's lives in its own pool, counted in used_bytes while the engine is awake and returned while it sleeps
-    kv = 0 if arr.rollout.name == "vllm" else kv_cache_bytes(shape, rows, seq)
+    kv = 0 if rollout_registry.backend(arr.rollout).own_memory else kv_cache_bytes(shape, rows, seq)
     available = (USABLE * total_bytes - used_bytes - 12 * trainable_params - kv
                  - behaviour_bytes(cfg, shape, trainable_params, rows, seq))
     # the share of a padded micro-batch's tokens that are response tokens: at most response / (response + the
@@ -216,3 +220,24 @@ def apply(cfg, p: Plan) -> None:
         arr.model.enable_gradient_checkpointing = p.checkpointing["actor"]
     if "critic" in p.checkpointing:
         critic.model.enable_gradient_checkpointing = p.checkpointing["critic"]
+
+
+def choose(cfg, actor_module, critic_module=None, own_pool: bool = False) -> str:
+    """On a worker's GPU, with its roles built: plan from the device's memory, write the plan into the config, turn
+    checkpointing off on the modules where the plan did; returns the plan's description. `own_pool`: the rollout
+    engine keeps its memory in a pool of its own that it returns while asleep (vLLM's sleep mode)."""
+    trainable = sum(p.numel() for p in actor_module.parameters())
+    if critic_module is not None:
+        trainable += sum(p.numel() for p in critic_module.parameters())
+    free, total = torch.cuda.mem_get_info()
+    # what the device has in use, not what torch's allocator counts: a sleeping engine keeps its tensors allocated
+    # in the allocator's books while their memory is returned to the device
+    used = total - free if own_pool else torch.cuda.memory_allocated()
+    chosen = plan(cfg, Shape.of(actor_module.config), total, used, trainable)
+    apply(cfg, chosen)
+    # the actor's and critic's micro-batch sizes follow the config (UpdatedModel reads them at each update)
+    for module, on in ((actor_module, cfg.actor_rollout_ref.model.enable_gradient_checkpointing),
+                       (critic_module, cfg.critic.model.enable_gradient_checkpointing)):
+        if module is not None and not on and getattr(module, "is_gradient_checkpointing", False):
+            module.gradient_checkpointing_disable()
+    return chosen.describe()

@@ -8,10 +8,16 @@ local Ray started for the run, or the cluster at ray_init.address / RAY_ADDRESS,
 from __future__ import annotations
 
 import os
+import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import torch
+
 from engine.config import ConfigError, uses_reference, world_size
-from engine.distributed.worker_group import InProcessWorkerGroup, WorkerGroup
+from engine.config.trainer_mode import is_async
+from engine.distributed.worker_group import WORKER_ENV, InProcessWorkerGroup, WorkerGroup
+from engine.workers.worker import TrainWorker, free_port
 
 
 def uses_ray(cfg) -> bool:
@@ -46,17 +52,38 @@ def worker_concurrency(cfg) -> int:
     collective (the behaviour copy is unsharded, behaviour.py), so the collectives on the workers' process group keep
     one order, the main thread's; the two calls then share the worker as the in-process worker's two threads do
     (the behaviour policy's snapshots under its lock). Sync: 1, every call in order."""
-    from engine.config.trainer_mode import is_async
-
     return 2 if is_async(cfg) else 1
 
 
 def worker_env(cfg) -> dict[str, str]:
     """The environment variables of each Ray worker: rlstudio's (WORKER_ENV), then the user's
     ray_init.runtime_env.env_vars, which win (an actor's own env_vars would otherwise override the job's)."""
-    from engine.distributed.worker_group import WORKER_ENV
-
     return {**WORKER_ENV, **cfg.ray_init.runtime_env.get("env_vars", {})}
+
+
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def loopback_only():
+    """A Ray this process starts for itself listens on 127.0.0.1 only: its node gets the loopback address, which
+    Ray's single-machine switch keeps (without it Ray swaps in the machine's own address and its GCS, raylet and
+    workers listen on every interface; backend/services/ray_head.py has the details). The variable reaches Ray's
+    processes through their environment; for this process Ray read it at import, so its flag is set too. Both are
+    put back once Ray is up, so a later `ray.init(address=...)` of this process can join a cluster of several
+    machines. A value the user set is kept."""
+    from ray._private import ray_constants
+
+    if LOOPBACK_ONLY_ENV in os.environ:
+        yield
+        return
+    flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ONLY_ENV], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        os.environ.pop(LOOPBACK_ONLY_ENV, None)
+        ray_constants.ENABLE_RAY_CLUSTER = flag
 
 
 def start_ray(cfg) -> bool:
@@ -75,14 +102,53 @@ def start_ray(cfg) -> bool:
             return False
         # address="local": always a new Ray of our own. Without it ray.init() would join whatever cluster
         # /tmp/ray/ray_current_cluster names (e.g. a `ray start` head on this machine, possibly long gone).
-        ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
-                 include_dashboard=False, **kwargs)
+        with loopback_only():
+            ray.init(address="local", num_cpus=cfg.ray_init.num_cpus, num_gpus=cfg.ray_init.num_gpus,
+                     include_dashboard=False, **kwargs)
     except (TypeError, ValueError) as exc:
         if runtime_env and "runtime" in str(exc).lower():  # e.g. an env var the submitted job's runtime_env sets too
             raise ConfigError(f"Ray refused ray_init.runtime_env (verl 0.9: ray_kwargs.ray_init.runtime_env) = "
                               f"{runtime_env}: {exc} Fix or remove the key.") from None
         raise
     return True
+
+
+PY_EXECUTABLE_GUARD_S = 600  # a hang guard on the check's `import ray`, not a wait
+
+
+def workers_run_here(owns_ray: bool) -> bool:
+    """Whether Ray's workers start on this machine: a Ray this process started, or a cluster of one live node
+    (the driver's: a `ray job submit` to a single head, the dashboard's own head)."""
+    if owns_ray:
+        return True
+    import ray
+
+    return sum(1 for node in ray.nodes() if node.get("Alive")) == 1
+
+
+def check_py_executable(cfg, here: bool) -> None:
+    """`ray_init.runtime_env.py_executable` starts every Ray worker (Ray runs `<it> <worker args>` through bash).
+    One that cannot start makes Ray retry the worker forever and the run hang at its first call, so on the machine
+    the workers start on it is tried first: `<it> -c 'import ray'` must succeed, else the run fails naming it
+    and what it said. (A cluster of several nodes starts workers elsewhere: not checked there.)"""
+    exe = cfg.ray_init.runtime_env.get("py_executable")
+    if not exe or not here:
+        return
+    env = {**os.environ, **{k: str(v) for k, v in cfg.ray_init.runtime_env.get("env_vars", {}).items()}}
+    workdir = cfg.ray_init.runtime_env.get("working_dir")  # where the workers start (`uv run` reads its project)
+    cwd = workdir if isinstance(workdir, str) and os.path.isdir(workdir) else None
+    command = f"{exe} -c 'import ray'"
+    key = "ray_init.runtime_env.py_executable (verl 0.9: ray_kwargs.ray_init.runtime_env.py_executable)"
+    try:
+        done = subprocess.run(["bash", "-c", command], env=env, cwd=cwd, capture_output=True, text=True, check=False,
+                              timeout=PY_EXECUTABLE_GUARD_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"{key} = {exe!r}: `{command}` did not finish within {PY_EXECUTABLE_GUARD_S} s, so Ray's "
+                          "workers could not start with it. Fix or remove the key.") from None
+    if done.returncode != 0:
+        said = " ".join((done.stderr or done.stdout).split())[-1000:] or "nothing"
+        raise ConfigError(f"{key} = {exe!r} cannot start Ray's workers: `{command}` exited with {done.returncode} "
+                          f"and said: {said} Fix or remove the key (it must run a Python with this Ray installed).")
 
 
 @dataclass
@@ -127,8 +193,6 @@ def first_call(group, cfg) -> tuple[str, int]:
 def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Workers:
     """Create the run's TrainWorkers, join them in one torch.distributed group and build every role on them.
     `worker_cls`: another class with TrainWorker's constructor, `address` and `init` (the tests' probes)."""
-    from engine.workers.worker import TrainWorker, free_port
-
     worker_cls = worker_cls or TrainWorker
 
     uses_ref = uses_reference(cfg)
@@ -139,13 +203,12 @@ def start_workers(cfg, total_steps: int, device: str, worker_cls=None) -> Worker
             from engine.distributed.ray_worker_group import RayWorkerGroup, plan_resources
 
             owns_ray = start_ray(cfg)
+            check_py_executable(cfg, workers_run_here(owns_ray))
             placement = plan_resources(device, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node)
             group = RayWorkerGroup(worker_cls, placement, init_args=(cfg, total_steps, device, placement.num_cpus),
                                    env_vars=worker_env(cfg), max_concurrency=worker_concurrency(cfg))
             addr, port = first_call(group, cfg)
         else:
-            import torch
-
             # the worker keeps this process's thread count (on CPU a Ray worker gets its share of the cores)
             group = InProcessWorkerGroup(worker_cls, init_args=(cfg, total_steps, device, torch.get_num_threads()))
             addr, port = "127.0.0.1", free_port()

@@ -3,6 +3,7 @@ import { createBrowserRouter } from "react-router-dom";
 import { Layout } from "./components/Layout";
 import { ChangesPage } from "./pages/changes/ChangesPage";
 import { ComparePage } from "./pages/compare/ComparePage";
+import { ImportPage } from "./pages/import/ImportPage";
 import { NewRunPage } from "./pages/new-run/NewRunPage";
 import { RunPage } from "./pages/run/RunPage";
 import { RunsPage } from "./pages/runs/RunsPage";
@@ -17,6 +18,7 @@ export const router = createBrowserRouter([
     children: [
       { path: "/", element: <RunsPage /> },
       { path: "/runs/new", element: <NewRunPage /> },
+      { path: "/runs/import", element: <ImportPage /> },
       { path: "/runs/:runId", element: <RunPage /> },
       { path: "/runs/:runId/samples", element: <SamplesPage /> },
       { path: "/runs/:runId/changes", element: <ChangesPage /> },

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.services.ray_head import free_port
 from backend.settings import Settings
+from tests import waiting
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,6 +97,11 @@ def client(settings):
         yield c
 
 
+def auth(run: dict) -> dict:
+    """The header that carries a run's ingest token, as the engine's dashboard logger sends it."""
+    return {"Authorization": f"Bearer {run['ingest_token']}"}
+
+
 def external_run(client, **extra) -> dict:
     """A run recorded without launching (as the dashboard logger creates for a run started by hand)."""
     body = {"name": "r", "overrides": ["trainer.total_training_steps=3"], "launch": False, **extra}
@@ -128,30 +134,11 @@ class Server:
             self.process = subprocess.Popen([PY, "-m", "backend", "--port", str(self.port), "--data-dir",
                                              str(self.data_dir), "--log-level", "warning"], cwd=REPO, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not come up")
+        waiting.wait_serving(self.url, self.process, timeout, lambda: self.log_path.read_text()[-3000:])
+        return self
 
     def wait_dispatch_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                state = httpx.get(f"{self.url}/healthz", timeout=HTTP_TIMEOUT).json()["dispatch"]
-            except httpx.TimeoutException:  # a starved machine (a Ray head starting beside a busy suite): not yet
-                continue
-            if state.startswith("ray "):
-                return
-            assert not state.startswith("error"), state
-            time.sleep(0.5)
-        raise AssertionError("dispatch did not become ready")
+        waiting.wait_dispatch_ready(self.url, timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -10,14 +10,10 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from tests.backend.conftest import DATABASES, external_run
+from tests.backend.conftest import DATABASES, auth, external_run
 
 API = "/api/v1"
 ON_BOTH = pytest.mark.parametrize("database", DATABASES, indirect=True)
-
-
-def auth(run):
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
 # ---------------------------------------------------------------------------------------- experiments
@@ -161,6 +157,54 @@ def test_run_list_carries_the_latest_held_out_score(client):
                 if "val_score" in e.data]
     assert [(e["id"], e["val_score"]) for e in feed] == [(a["id"], 0.565), (a["id"], 0.565), (b["id"], 0.4),
                                                         (d["id"], 0.35)]
+
+
+
+@ON_BOTH
+def test_run_list_sorts_by_held_out_score(client):
+    """`sort=-val_score`: the latest held-out score as the Runs table shows it, highest first, across pages; runs
+    without one last either way; equal scores newest first."""
+    runs = [external_run(client, name=n) for n in ("low", "none", "high", "mid", "tie", "also-none")]
+    key = "val-core/arith/reward/mean@1"
+    for run, series in zip(runs, ([0.9, 0.1], None, [0.2, 0.8], [0.5], [0.5], None)):
+        if series is not None:  # the latest finite value counts (low's 0.1, not its earlier 0.9)
+            body = {"series": [{"key": key, "steps": list(range(len(series))), "values": series}]}
+            assert client.post(f"{API}/runs/{run['id']}/metrics", json=body, headers=auth(run)).status_code == 200
+
+    def names(sort: str, **params) -> list[str]:
+        got = client.get(f"{API}/runs", params={"sort": sort, **params}).json()
+        assert got["count"] == len(runs)
+        return [r["name"] for r in got["data"]]
+
+    assert names("-val_score") == ["high", "tie", "mid", "low", "also-none", "none"]
+    assert names("val_score") == ["low", "tie", "mid", "high", "also-none", "none"]
+    assert names("-val_score", limit=2, skip=1) == ["tie", "mid"]  # paged after sorting, not before
+    scores = [r["val_score"] for r in client.get(f"{API}/runs", params={"sort": "-val_score"}).json()["data"]]
+    assert scores == [0.8, 0.5, 0.5, 0.1, None, None]
+    only_mid = client.get(f"{API}/runs", params={"sort": "-val_score", "q": "mi"}).json()
+    assert only_mid["count"] == 1 and only_mid["data"][0]["name"] == "mid"
+
+
+@ON_BOTH
+def test_tag_filters_ignore_case_and_match_non_ascii_tags_on_every_database(client):
+    a = external_run(client, name="a", tags=["Baseline", "température-0.7", "Straße"])
+    b = external_run(client, name="b", tags=["baseline", "检查点", "50%_off"])
+    external_run(client, name="c", tags=["other"])
+
+    def names(**params) -> list[str]:
+        return sorted(r["name"] for r in client.get(f"{API}/runs", params=params).json()["data"])
+
+    assert names(tag="baseline") == names(tag="BASELINE") == ["a", "b"]
+    assert names(tag="Température-0.7") == ["a"]
+    assert names(tag="STRASSE") == names(tag="straße") == ["a"]  # Unicode case folding
+    assert names(tag="检查点") == ["b"]
+    assert names(tag="50%_off") == ["b"] and names(tag="50%") == names(tag="5_%_off") == []  # no wildcards
+    assert names(tag=["baseline", "straße"]) == ["a"]
+    assert names(tag="missing") == []
+    assert names(not_tag="BASELINE") == ["c"]
+    assert names(not_tag="missing") == ["a", "b", "c"]
+    assert names(tag="base") == []  # a whole tag, not a part of one
+    assert a["tags"] == ["Baseline", "température-0.7", "Straße"] and b["tags"][1] == "检查点"  # stored as given
 
 
 # ------------------------------------------------------------------------------------------ metrics

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from backend.services.ray_head import free_port
+from tests.waiting import alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,15 +26,16 @@ def serve(tmp_path: Path, *flags: str):
         proc = subprocess.Popen([sys.executable, "-m", "backend", "--port", str(port), "--data-dir",
                                  str(tmp_path / "data"), *flags], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        assert proc.poll() is None, out.read_text()
-        if "rlstudio is up" in out.read_text():
-            break
-        time.sleep(0.2)
-    else:
+
+    def banner() -> bool:
+        alive(proc, out.read_text)
+        return "rlstudio is up" in out.read_text()
+
+    try:
+        wait_for(banner, 120, 0.2, "the banner", out.read_text)
+    except AssertionError as never:
         proc.kill()
-        pytest.fail(f"no banner in 120 s: {out.read_text()}")
+        pytest.fail(str(never))
     return proc, url, out
 
 
@@ -68,9 +70,7 @@ def test_access_log_flag_turns_them_on(tmp_path):
     proc, url, out = serve(tmp_path, "--access-log")
     try:
         httpx.get(url + "/healthz")
-        deadline = time.time() + 30
-        while "GET /healthz" not in out.read_text() and time.time() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: "GET /healthz" in out.read_text(), 30, 0.2, "the access log line", out.read_text)
         text = out.read_text()
     finally:
         stop(proc)
@@ -94,3 +94,22 @@ def test_ray_job_client_info_lines_stay_off_the_console():
     assert result.returncode == 0, result.stderr
     assert "WebSocket closed" not in result.stderr, result.stderr
     assert "a warning of the job client" in result.stderr and "an own line" in result.stderr, result.stderr
+
+
+def test_ctrl_c_stops_quietly(tmp_path):
+    """Ctrl-C (SIGINT) shuts the server down cleanly and prints no KeyboardInterrupt traceback after "Application
+    shutdown complete" (issue 35); the exit status is a shell's for an interrupted program (130)."""
+    import signal
+
+    proc, _url, out = serve(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=60)  # a hang guard
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the server did not stop on SIGINT: {out.read_text()[-2000:]}")
+    text = out.read_text()
+    assert "Application shutdown complete" in text, text[-2000:]
+    after = text.split("Application shutdown complete", 1)[1]
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, after
+    assert code == 130, (code, text[-2000:])

@@ -23,6 +23,7 @@ from backend.services.dispatch.submit import SubmitFailed, job_env, not_ready, w
 from backend.services.ray_head import free_port
 from engine.loggers.dashboard import Spool
 from tests.backend.conftest import HTTP_TIMEOUT
+from tests.waiting import wait_for
 
 
 def create(client, name: str, launch: bool = True) -> int:
@@ -249,10 +250,7 @@ def live_server(settings):
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(1200):  # a hang guard
-        if server.started or not thread.is_alive():
-            break
-        thread.join(0.05)
+    wait_for(lambda: server.started or not thread.is_alive(), 60, 0.05, "the server to start")
     assert server.started, "the server did not start"
     yield app, f"http://127.0.0.1:{port}"
     server.should_exit = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
 from functools import partial
 from pathlib import Path
 from typing import Self
@@ -16,6 +15,7 @@ import pytest
 from backend.api_token import is_loopback
 from backend.services.ray_head import free_port
 from tests.backend.conftest import PY, REPO
+from tests.waiting import wait_serving
 
 API = "/api/v1"
 # generous: the first run config checked in a server process imports the engine (seconds on a loaded machine)
@@ -39,16 +39,8 @@ class Exposed:
             self.process = subprocess.Popen([PY, "-m", "backend", "--host", self.host, "--port", str(self.port),
                                              "--data-dir", str(self.data_dir), "--log-level", "warning"],
                                             cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.output()
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"server did not come up: {self.output()}")
+        wait_serving(self.url, self.process, 60, self.output)
+        return self
 
     def __exit__(self, *exc) -> None:
         self.process.terminate()

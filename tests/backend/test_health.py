@@ -10,14 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from tests.backend.conftest import external_run
+from tests.backend.conftest import auth, external_run
 
 API = "/api/v1"
 NAN = float("nan")
-
-
-def auth(run: dict) -> dict:
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
 def send(client, run, step: int, values: dict[str, float], wall_time: float | None = None) -> None:
@@ -396,16 +392,26 @@ def test_length_hacking_from_the_score_length_correlation(client):
 
 
 # ------------------------------------------------------------------------------------------------ stall
-def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client):
-    """Ten steps 10 s apart that ended an hour ago (the points' own wall times): judged against the clock at
-    the next read, the run is stalled, in the phase its heartbeat named; a new step clears it."""
+def arriving_at(monkeypatch, moment: float) -> None:
+    """What the server receives from now on arrives at `moment` on its clock (the stall check's), as if sent then."""
+    from backend.services.health import store
+
+    monkeypatch.setattr(store, "clock", lambda: moment)
+
+
+def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client, monkeypatch):
+    """Ten steps 10 s apart that arrived an hour ago (planted through the server's clock): judged against the
+    clock at the next read, the run is stalled, in the phase its heartbeat named; a new step clears it."""
     run = external_run(client)
     start = time.time() - 3600
     for step in range(1, 11):
+        arriving_at(monkeypatch, start + 10 * step)
         send(client, run, step, {"training/global_step": step}, wall_time=start + 10 * step)
+    arriving_at(monkeypatch, start + 105)
     r = client.post(f"{API}/runs/{run['id']}/status", headers=auth(run), json={
         "status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": start + 105}}})
     assert r.status_code == 200
+    monkeypatch.undo()  # the server's own clock again
     found = alarm(health(client, run), "stalled")
     assert found["state"] == "firing" and found["since_step"] == 10 and found["severity"] == "error"
     assert "gen" in found["title"] and "'gen'" in found["detail"]
@@ -416,22 +422,61 @@ def test_stalled_run_names_its_phase_and_clears_on_the_next_step(client):
     assert found["state"] == "cleared" and found["cleared_step"] == 11
 
 
-def test_a_phase_that_runs_far_past_its_usual_time_is_a_stall(client):
+def test_a_phase_that_runs_far_past_its_usual_time_is_a_stall(client, monkeypatch):
     """Steps 10 s apart, generation usually 5 s (timing_s/gen): 70 s into the next step's generation, 75 s after
     the last step, the run is stalled in gen (the step rule alone waits 100 s from the last step)."""
     run = external_run(client)
     now = time.time()
     start = now - 175  # step 10 at now - 75
     for step in range(1, 11):
+        arriving_at(monkeypatch, start + 10 * step)
         send(client, run, step, {"training/global_step": step, "timing_s/gen": 5.0}, wall_time=start + 10 * step)
+    arriving_at(monkeypatch, now - 70)
     beat = {"status": "running", "fields": {"heartbeat": {"phase": "gen", "step": 11, "time": now - 70,
                                                           "detail": "rollout generating: step 11 on version 9"}}}
     assert client.post(f"{API}/runs/{run['id']}/status", headers=auth(run), json=beat).status_code == 200
+    monkeypatch.undo()
     found = alarm(health(client, run), "stalled")
     assert found["state"] == "firing" and found["title"] == "Run stalled in gen"
     assert "The engine says: rollout generating: step 11 on version 9" in found["detail"]
     assert found["values"]["phase_median_s"] == 5.0 and found["values"]["phase_limit_s"] == 60.0
     assert "timing_s/gen" in found["detail"] and found["values"]["phase_s"] >= 70
+
+
+@pytest.mark.parametrize("skew", [-7200.0, 7200.0])
+def test_an_engine_clock_hours_off_neither_fakes_nor_hides_a_stall(client, monkeypatch, skew):
+    """The engine's host clock is two hours behind (or ahead of) the server's. Its steps, 10 s apart by its clock,
+    arrive as they are made: the run is moving, not stalled (behind, the old check saw two hours of silence). Its
+    heartbeat says the phase began 30 s before it was sent, by its clock: the server counts the phase from the
+    beat's arrival less those 30 s. 200 s after the last step arrived, the run is stalled (ahead, the old check
+    would have waited two more hours)."""
+    from backend.services.health import store
+
+    run = external_run(client)
+    server_start = time.time() - 1000
+    for step in range(1, 11):
+        arriving_at(monkeypatch, server_start + 10 * step)
+        send(client, run, step, {"training/global_step": step, "timing_s/gen": 5.0},
+             wall_time=server_start + skew + 10 * step)
+    last = server_start + 100
+    arriving_at(monkeypatch, last + 40)  # phase began (engine clock) at last + 10, sent at last + 40
+    beat = {"phase": "gen", "step": 11, "time": last + skew + 10, "sent": last + skew + 40}
+    assert client.post(f"{API}/runs/{run['id']}/status", headers=auth(run),
+                       json={"status": "running", "fields": {"heartbeat": beat}}).status_code == 200
+    monkeypatch.undo()
+    from sqlmodel import Session
+
+    from backend.models import Run
+
+    with Session(client.app.state.engine) as session:
+        record = session.get(Run, run["id"])
+        assert store.refresh_stalled(session, record, now=last + 50) is None
+        found = alarm(store.report(session, run["id"]), "stalled")
+        assert found is None or found["state"] != "firing"  # 50 s after the last step, 40 s into gen: moving
+        store.refresh_stalled(session, record, now=last + 75)  # 65 s into gen, its median 5 s: stalled in gen
+        found = alarm(store.report(session, run["id"]), "stalled")
+        assert found["state"] == "firing" and found["title"] == "Run stalled in gen"
+        assert found["values"]["idle_s"] == 75.0 and found["values"]["phase_s"] == 65.0
 
 
 def test_stall_is_judged_against_an_injected_clock():
@@ -479,6 +524,63 @@ def test_state_survives_a_restart(settings):
         assert body["status"] == "warning" and body["checked_step"] == 7
         send(client, run, 8, {"actor/reward_kl_penalty": 0.05})
         assert alarm(health(client, run), "kl-high")["cleared_step"] == 8
+
+
+
+def age_step_one_state(settings, run_id: int, done: tuple[str, ...]) -> None:
+    """Rewrite the run's step-one state as a server before issue 28's decision left it: judged once, done."""
+    from sqlalchemy import text
+
+    from backend import json_codec
+    from backend.db import make_engine
+
+    engine = make_engine(settings.db_url)
+    value = ":d" if engine.dialect.name == "sqlite" else "CAST(:d AS JSON)"  # SQLite's JSON is text
+    with engine.begin() as conn:
+        data = conn.execute(text("SELECT data FROM health_state WHERE run_id = :r"), {"r": run_id}).scalar_one()
+        data = data if isinstance(data, dict) else json_codec.loads(data)
+        data["step-one"] = {name: True for name in done}
+        conn.execute(text(f"UPDATE health_state SET data = {value} WHERE run_id = :r"),
+                     {"d": json_codec.dumps(data), "r": run_id})
+    engine.dispose()
+
+
+def test_an_older_servers_step_one_alarms_are_judged_by_todays_rules_at_start(settings):
+    """Runs judged before the step-one checks became setup findings kept step1-kl / step1-clip firing for good.
+    A server starting on that database clears each at the step today's rule would have (the next step logging KL;
+    the first step clipping in band), from the stored metrics; a running run with no such step yet is closed by
+    the live check at its next step; an ended one with none keeps its finding."""
+    one_batch = ["data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8"]
+    with TestClient(create_app(settings)) as client:
+        ended = external_run(client, overrides=one_batch)
+        running = external_run(client)
+        alone = external_run(client)
+        for run in (ended, running, alone):
+            send(client, run, 1, {"actor/reward_kl_penalty": 0.5, "actor/pg_clipfrac": 0.3})
+        assert alarm(health(client, ended), "step1-clip")["state"] == "firing"
+        client.post(f"{API}/runs/{alone['id']}/status", json={"status": "succeeded"}, headers=auth(alone))
+    quiet = settings.model_copy(update={"health_checks": False})
+    with TestClient(create_app(quiet)) as client:  # what the old server stored after step 1, judged by it no more
+        for step, clip in ((2, 0.2), (3, 0.0)):
+            send(client, ended, step, {"actor/reward_kl_penalty": 0.4, "actor/pg_clipfrac": clip})
+        client.post(f"{API}/runs/{ended['id']}/status", json={"status": "succeeded"}, headers=auth(ended))
+    for run in (ended, running, alone):
+        age_step_one_state(settings, run["id"], ("kl_done", "clip_done"))
+
+    with TestClient(create_app(settings)) as client:  # the repair runs as the server starts
+        found = {r["id"]: {a["id"]: a for a in health(client, r)["alarms"]} for r in (ended, running, alone)}
+        assert (found[ended["id"]]["step1-kl"]["state"], found[ended["id"]]["step1-kl"]["cleared_step"]) == ("cleared", 2)
+        assert (found[ended["id"]]["step1-clip"]["state"], found[ended["id"]]["step1-clip"]["cleared_step"]) == (
+            "cleared", 3)  # step 2 still clipped
+        assert found[running["id"]]["step1-kl"]["state"] == "firing"  # no later step yet: left to the live check
+        assert found[alone["id"]]["step1-kl"]["state"] == "firing"  # ended at step 1: the finding stays
+        listed = {r["id"]: r["health"]["firing"] for r in client.get(f"{API}/runs").json()["data"]}
+        assert listed[ended["id"]] == []  # no Runs badge left
+        send(client, running, 2, {"actor/reward_kl_penalty": 0.4})
+        assert alarm(health(client, running), "step1-kl")["cleared_step"] == 2
+    with TestClient(create_app(settings)) as client:  # once repaired, a later start changes nothing
+        assert alarm(health(client, ended), "step1-kl")["cleared_step"] == 2
+        assert alarm(health(client, alone), "step1-kl")["state"] == "firing"
 
 
 # ------------------------------------------------------------------------------------------------ auto-stop

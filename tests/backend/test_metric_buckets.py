@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from backend.services import metric_buckets
-from tests.backend.conftest import external_run
+from tests.backend.conftest import auth, external_run
 
 API = "/api/v1"
 
@@ -18,10 +18,6 @@ API = "/api/v1"
 def database():
     """The buckets are SQLite's (other databases downsample in numpy): the SQLite file, even where
     RLSTUDIO_TEST_DATABASE puts the other tests on PostgreSQL."""
-
-
-def auth(run):
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
 
 
 def db(settings):

@@ -6,6 +6,8 @@ import logging
 import os
 import signal
 import socket
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +147,111 @@ def test_a_server_shut_down_mid_start_leaves_no_head(tmp_path):
     with pytest.raises(ray_head.HeadClosed, match="shutting down"):
         head.start()
     assert head.process is None
+    assert not head.temp_dir.is_symlink() or head.temp_dir == head.session_root  # no /tmp link left behind
+
+
+# ------------------------------------------------------------------------------------------------- loopback only
+def listening_beyond_loopback(root_pid: int) -> tuple[list[str], int]:
+    """Every socket of `root_pid`'s process tree that listens (TCP) or is bound (UDP) on an address other than
+    loopback, described; and how many listening sockets the tree has in all."""
+    import psutil
+
+    root = psutil.Process(root_pid)
+    beyond, total = [], 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            name, connections = proc.name(), proc.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        for c in connections:
+            if c.status != psutil.CONN_LISTEN and not (c.type == socket.SOCK_DGRAM and c.laddr):
+                continue
+            total += 1
+            if not ray_head.is_loopback(c.laddr.ip):
+                beyond.append(f"pid {proc.pid} ({name}): {c.laddr.ip} port {c.laddr.port}")
+    return beyond, total
+
+
+def test_loopback_addresses():
+    for host in ("127.0.0.1", "127.0.1.1", "::1", "::ffff:127.0.0.1", "localhost"):
+        assert ray_head.is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2", "10.1.2.3", "fe80::1%eth0", "example.org"):
+        assert not ray_head.is_loopback(host), host
+
+
+def test_the_head_is_told_to_stay_on_loopback_unless_another_address_is_chosen(tmp_path):
+    """Loopback (the default): Ray's single-machine switch is on, the node's address 127.0.0.1. Another address:
+    the switch is off (other nodes may join), token auth on either way, the job API on 127.0.0.1 either way."""
+    local = LocalRayHead(tmp_path / "a")
+    assert local.loopback and local.env()[ray_head.LOOPBACK_ONLY_ENV] == "0"
+    assert local.env()["RAY_AUTH_MODE"] == "token"
+    wide = LocalRayHead(tmp_path / "b", host="192.0.2.2")
+    assert not wide.loopback and wide.env()[ray_head.LOOPBACK_ONLY_ENV] == "1"
+    assert wide.env()["RAY_AUTH_MODE"] == "token" and wide._gcs_host() == "192.0.2.2"
+    assert LocalRayHead(tmp_path / "c", host="::1")._gcs_host() == "[::1]"
+
+
+def test_a_wider_head_host_is_an_explicit_address(monkeypatch):
+    from pydantic import ValidationError
+
+    from backend.settings import Settings
+
+    assert Settings().ray_head_host == "127.0.0.1"
+    monkeypatch.setenv("RLSTUDIO_RAY_HEAD_HOST", "192.0.2.2")
+    assert Settings().ray_head_host == "192.0.2.2"
+    for bad in ("0.0.0.0", "::", "my-laptop"):
+        monkeypatch.setenv("RLSTUDIO_RAY_HEAD_HOST", bad)
+        with pytest.raises(ValidationError, match="RLSTUDIO_RAY_HEAD_HOST"):
+            Settings()
+
+
+def test_ray_sessions_live_in_the_data_dir_or_behind_a_short_link(tmp_path):
+    """Ray's session (logs, sockets) goes under `<data>/ray/tmp`; a data dir too deep for Ray's unix sockets gets a
+    short link under /tmp to it, made at the start and removed at the stop (prepared here without Ray)."""
+    short = LocalRayHead(Path("/srv/d"))
+    assert short.temp_dir == short.session_root == Path("/srv/d/ray/tmp")
+    deep = LocalRayHead(tmp_path / ("x" * 60))
+    assert deep.temp_dir.parent == Path(tempfile.gettempdir()) and deep.session_root == tmp_path / ("x" * 60) / "ray" / "tmp"
+    for i in range(5):
+        (deep.session_root / f"session_2026-12-0{i + 1}_00-00-00_000000_1").mkdir(parents=True)
+    deep._prepare_temp_dir()
+    try:
+        assert deep.temp_dir.is_symlink() and deep.temp_dir.resolve() == deep.session_root.resolve()
+        kept = sorted(p.name for p in deep.session_root.iterdir())
+        assert kept == [f"session_2026-12-0{i}_00-00-00_000000_1" for i in (3, 4, 5)]  # the newest KEEP_SESSIONS
+    finally:
+        deep._remove_link()
+    assert not deep.temp_dir.exists() and deep.session_root.is_dir()
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a server with its own Ray head, a job that joins it with an actor
+def test_the_servers_own_head_listens_on_loopback_only(server_factory, tmp_path):
+    """`python -m backend` with no Ray address starts its own head. With a job on it whose driver joined the
+    cluster and started an actor (drivers, workers, agents, client server, dashboard all up), no socket of the
+    server's process tree listens anywhere but on loopback."""
+    import httpx
+
+    from tests.backend.conftest import HTTP_TIMEOUT, REPO, wait_status
+    from tests.waiting import wait_for
+
+    server = server_factory(data_dir=tmp_path / "data", env={
+        "RLSTUDIO_DISPATCH": "true", "RLSTUDIO_JOB_MODULE": "tests.backend.jobs.ray_actor_job",
+        "RLSTUDIO_JOB_WORKDIR": str(REPO), "RLSTUDIO_RAY_NUM_CPUS": "2", "RLSTUDIO_POLL_INTERVAL_S": "0.3"}).start()
+    server.wait_dispatch_ready(180)
+    r = httpx.post(f"{server.url}/api/v1/runs", json={"name": "ray", "overrides": []}, timeout=HTTP_TIMEOUT)
+    assert r.status_code == 201, r.text
+    run = r.json()
+    wait_status(server.url, run["id"], {"running"})
+    pid_file = tmp_path / "data" / "runs" / str(run["id"]) / "checkpoints" / "actor.pid"
+    wait_for(pid_file.exists, 300, 0.2, "the job's actor to be up")
+    import psutil
+
+    actor = psutil.Process(int(pid_file.read_text()))
+    assert server.process.pid in [p.pid for p in actor.parents()]  # the actor is in the tree looked at
+    beyond, total = listening_beyond_loopback(server.process.pid)
+    assert total >= 10, total  # the server, the GCS, the raylet, the agents, the dashboard, the client server...
+    assert beyond == [], "listening beyond loopback:\n" + "\n".join(beyond)
+    session = tmp_path / "data" / "ray" / "tmp" / "session_latest" / "logs"
+    assert (session / "gcs_server.out").exists() or (session / "gcs_server.err").exists()  # Ray's logs: data dir
+    assert httpx.post(f"{server.url}/api/v1/runs/{run['id']}/cancel", timeout=HTTP_TIMEOUT).status_code == 200

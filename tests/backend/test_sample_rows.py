@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backend.conftest import DATABASES, external_run
-
-
-def _auth(run):
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
+from tests.backend.conftest import DATABASES, auth, external_run
 
 
 def _sample(step, i, prompt, *, split="train", score=1.0, adv=(0.5, 1.5), response="12\nmore"):
@@ -22,7 +18,7 @@ def test_rows_are_light_and_carry_the_numbers(client):
     run = external_run(client)
     samples = [_sample(1, 0, 7, score=1.0, adv=(0.5, 1.5)), _sample(1, 1, 7, score=0.0, adv=(-1.0, None)),
                _sample(2, 0, 3, response="\n  first answer line  \nsecond"), _sample(0, 0, 7, split="val")]
-    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=auth(run)).status_code == 200
     body = client.get(f"/api/v1/runs/{run['id']}/samples/rows", params={"step": 1, "split": "train"}).json()
     assert body["count"] == 2
     first, second = body["data"]
@@ -46,7 +42,7 @@ def test_rows_carry_the_question_without_the_chat_template(client):
                "<|im_start|>Q:82+53=?<|im_end|><|im_start|>A:",  # the tiny model's compact template
                "  What is 7 * 6?\n", "<|im_start|>user\n" + "long " * 100 + "<|im_end|>"]
     samples = [{**_sample(1, i, i), "prompt": p} for i, p in enumerate(prompts)]
-    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=auth(run)).status_code == 200
     rows = client.get(f"/api/v1/runs/{run['id']}/samples/rows").json()["data"]
     assert [r["question"] for r in rows[:3]] == ["What is 2+2? Show work.", "82+53=?", "What is 7 * 6?"]
     assert len(rows[3]["question"]) == 200 and rows[3]["question"].startswith("long long")
@@ -74,7 +70,7 @@ def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
     draws = {1: (0, 1), 2: (2, 3), 3: (4, 5), 4: (0, 9)}
     samples = [_sample(s, i, p) for s, ps in draws.items() for i, p in enumerate(ps)]
     samples += [_sample(v, i, p, split="val") for v in (0, 5) for i, p in enumerate((100, 101))]
-    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=auth(run)).status_code == 200
     got = client.get(f"/api/v1/runs/{run['id']}/samples/overlap", params={"step": 1}).json()
     assert got["prompts"] == 2
     assert [(o["step"], o["shared_prompts"]) for o in got["data"]] == [(4, 1)]
@@ -83,7 +79,7 @@ def test_overlap_finds_the_nearest_steps_that_share_prompts(client):
     assert [(o["step"], o["split"], o["shared_prompts"]) for o in val["data"]] == [(0, "val", 2)]
     other = external_run(client, name="other")
     assert client.post(f"/api/v1/runs/{other['id']}/samples", json={"samples": [_sample(9, 0, 1)]},
-                       headers=_auth(other)).status_code == 200
+                       headers=auth(other)).status_code == 200
     across = client.get(f"/api/v1/runs/{run['id']}/samples/overlap",
                         params={"step": 1, "other_run_id": other["id"]}).json()
     assert [(o["run_id"], o["step"], o["shared_prompts"]) for o in across["data"]] == [(other["id"], 9, 1)]
@@ -94,7 +90,7 @@ def test_rows_carry_the_rollout_actor_gap(client):
     run = external_run(client)
     sample = _sample(1, 0, 7)
     sample["extras"] = {"rollout_log_probs": [-0.1, -0.9, None]}  # actor: -0.1, -0.2, -0.3
-    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [sample]}, headers=_auth(run)).status_code == 200
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": [sample]}, headers=auth(run)).status_code == 200
     row = client.get(f"/api/v1/runs/{run['id']}/samples/rows").json()["data"][0]
     assert abs(row["rollout_diff_max"] - 0.7) < 1e-9
 
@@ -109,7 +105,7 @@ def test_samples_export_keeps_the_filtered_set_in_every_format(client):
     run = external_run(client)
     samples = [_sample(1, 0, 7, score=1.0), _sample(1, 1, 8, score=0.0), _sample(2, 0, 7, score=1.0)]
     samples[0]["extras"] = {"rollout_log_probs": [-0.1, -0.2, -0.4]}
-    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=_auth(run)).status_code == 200
+    assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": samples}, headers=auth(run)).status_code == 200
     url = f"/api/v1/runs/{run['id']}/samples/export"
     jsonl = client.get(url, params={"step": 1, "min_score": 0.5})
     assert jsonl.status_code == 200 and jsonl.headers["content-type"].startswith("application/x-ndjson")

@@ -12,7 +12,7 @@ from engine.loggers.dashboard import DashboardLogger
 from engine.models.tokenizer import build_char_tokenizer
 from engine.protocol import Batch
 from engine.trainer.samples import build_samples
-from tests.backend.conftest import DATABASES, external_run
+from tests.backend.conftest import DATABASES, auth, external_run
 
 
 def _engine_samples(step: int) -> list[dict]:
@@ -30,10 +30,6 @@ def _engine_samples(step: int) -> list[dict]:
     return [DashboardLogger._sample(logger, step, s) for s in samples]
 
 
-def _auth(run):
-    return {"Authorization": f"Bearer {run['ingest_token']}"}
-
-
 @pytest.mark.parametrize("database", DATABASES, indirect=True)  # the rows: SQLite reduces in SQL, others in Python
 def test_versions_are_stored_served_and_filtered_by_staleness(client):
     run = external_run(client)
@@ -41,7 +37,7 @@ def test_versions_are_stored_served_and_filtered_by_staleness(client):
     assert "policy_versions" not in body[0]["extras"] and body[2]["policy_versions"] == [2, 3]
     plain = {"step": 5, "sample_index": 3, "response": "no versions", "prompt_index": 3}  # a sync run's older logger
     assert client.post(f"/api/v1/runs/{run['id']}/samples", json={"samples": body + [plain]},
-                       headers=_auth(run)).status_code == 200
+                       headers=auth(run)).status_code == 200
     base = f"/api/v1/runs/{run['id']}/samples"
     listed = client.get(base).json()["data"]
     got = [(s["policy_versions"], s["policy_version_min"], s["policy_version_max"], s["staleness"],
@@ -74,7 +70,7 @@ def test_bad_version_filters_and_values_name_the_field(client):
             assert answer.json()["detail"][0]["loc"] == ["query", field], (path, params)
 
     def post(sample):
-        return client.post(base, json={"samples": [{"step": 3, "sample_index": 0, **sample}]}, headers=_auth(run))
+        return client.post(base, json={"samples": [{"step": 3, "sample_index": 0, **sample}]}, headers=auth(run))
 
     short = post({"tokens": ["a", "b"], "policy_versions": [1]})
     assert short.status_code == 422 and "policy_versions: 1 values for 2 tokens" in short.text

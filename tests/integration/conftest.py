@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> str:
-    from engine.models.tiny import ensure_tiny_model
-
-    return ensure_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+def tiny_model(tiny_dir) -> str:
+    """The session's tiny model folder (tests/conftest.py's tiny_dir) as the string an engine override takes."""
+    return str(tiny_dir)
 
 
 @pytest.fixture(scope="session")

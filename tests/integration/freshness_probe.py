@@ -89,7 +89,8 @@ def main(model: str, data: str, mode: str, device: str = "cpu") -> dict:
     vllm_rollout.streamed_weights = base_only  # from the LoRA actor's first sync on: the adapter never arrives
     model_cfg = cfg.actor_rollout_ref.model
     model_cfg.lora_rank, model_cfg.lora_alpha, model_cfg.target_modules = 8, 16, "all-linear"
-    worker.actor = worker._build_actor()
+    worker.actor = worker.builder.actor()
+    worker.actor_module = worker.actor.module
     engine.module = worker.actor_module
     worker.freshness = freshness.for_rollout(worker.actor_module, engine)
     worker._sync_rollout_weights()

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.waiting import wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -66,14 +68,19 @@ def run_preset(tmp_path: Path, cache: Path, config: str, *overrides: str, out_na
                              f"trainer.default_local_dir={out}", *overrides], cwd=tmp_path,
                             env=engine_env() | {"RLSTUDIO_CACHE": str(cache)} | (env or {}),
                             stdout=log, stderr=subprocess.STDOUT, text=True)
-    stopped = False
-    try:
-        while proc.poll() is None:
-            if stop is not None and stop(read_records(out / "metrics.jsonl")):
-                proc.terminate()
-                stopped = True
-                break
-            time.sleep(1.0)
+
+    def ended_or_stopping() -> str | None:
+        if proc.poll() is not None:
+            return "ended"
+        if stop is not None and stop(read_records(out / "metrics.jsonl")):
+            return "stop"
+        return None
+
+    try:  # the timeout is a hang guard: a learning run on a loaded machine may take many times its quiet time
+        stopped = wait_for(ended_or_stopping, 3600, 1.0, f"the {config} run to end or to reach its stop rule",
+                           lambda: (tmp_path / "console.log").read_text()[-4000:]) == "stop"
+        if stopped:
+            proc.terminate()
         proc.wait(timeout=1800)
     finally:
         if proc.poll() is None:
@@ -125,7 +132,11 @@ def free_port() -> int:
 def ray_env() -> dict:
     # Ray drains a node for up to 30 s on SIGTERM (for Serve); these nodes have nothing to drain, so they stop at
     # once (measured: a head's SIGTERM-to-exit 35 s -> 1.6 s).
-    return engine_env() | {"RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1: these clusters have several nodes, which Ray's loopback-only switch (the
+    # server's own head and the tests' shared head, backend/services/ray_head.py) refuses; so Ray gives them the
+    # machine's address and they listen beyond loopback, token auth on, for the length of one test.
+    return engine_env() | {"RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+                           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
 
 
 def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: int | None = None) -> subprocess.Popen:

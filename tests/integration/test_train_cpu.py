@@ -9,12 +9,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.helpers import base_args, engine_env, run_engine
+from tests.waiting import alive, wait_for
 
 HOLD_REWARD = Path(__file__).with_name("hold_reward.py")
 
@@ -53,11 +53,11 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
         proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", *args], cwd=tmp_path, env=env,
                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 600
-        while not held.exists():
-            assert proc.poll() is None, f"the first run ended before it was held:\n{log.read_text()[-4000:]}"
-            assert time.monotonic() < deadline, "the first run was not held after step 5 within 600 s"
-            time.sleep(0.5)
+        def is_held() -> bool:
+            alive(proc, lambda: f"the first run ended before it was held:\n{log.read_text()[-4000:]}")
+            return held.exists()
+
+        wait_for(is_held, 600, 0.5, "the first run to be held after step 5")
         assert train_steps(read_metrics(out)) == [1, 2, 3, 4, 5]
     finally:
         try:

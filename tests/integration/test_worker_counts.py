@@ -12,11 +12,11 @@ import json
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
@@ -101,19 +101,16 @@ def two_node_cluster():
     url = f"http://127.0.0.1:{dashboard}"
     nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
     try:
-        deadline = time.time() + 180
-        while time.time() < deadline:  # the state API answers once the head is up; then the second node joins
+        def both_nodes_alive() -> list[dict] | None:  # the state API answers once the head is up; then node 2 joins
             assert all(n.poll() is None for n in nodes), "a `ray start` exited"
             ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
                                 capture_output=True, text=True, check=False)
             alive = [n for n in listed_nodes(ok) if n["state"] == "ALIVE"]
-            if len(alive) == 2:
-                break
             if len(alive) == 1 and len(nodes) == 1:
                 nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
-            time.sleep(1)
-        else:
-            pytest.fail("the two-node Ray cluster did not come up")
+            return alive if len(alive) == 2 else None
+
+        alive = wait_for(both_nodes_alive, 180, 1, "the two-node Ray cluster")
         yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
     finally:
         for node in reversed(nodes):

@@ -8,14 +8,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.step_hold import hold_env
 from tests.ui.seed import Api
+from tests.waiting import wait_dispatch_ready, wait_serving
 
 # Every wait in these tests is for a state (an element, a URL); its timeout is only a hang guard. On a shared
 # 2-core machine (the suite's other workers, a Ray head starting) a page can take far longer than Playwright's
@@ -49,17 +48,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "backend", "--port", str(self.port), "--data-dir", str(data_dir), "--log-level", "warning"],
             cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(data_dir / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=2):
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise RuntimeError("server did not start in 120 s")
+        wait_serving(self.url, self.proc, 120, lambda: (data_dir / "server.log").read_text()[-2000:])
         self.api = Api(self.url, token=(extra_env or {}).get("RLSTUDIO_API_TOKEN"))
 
     def diagnostics(self, lines: int = 40) -> str:
@@ -117,15 +106,7 @@ def dispatch_server(tmp_path_factory, built_frontend) -> Server:
         env["RLSTUDIO_JOB_MODULE"] = os.environ["RLSTUDIO_UI_JOB_MODULE"]
     srv = Server(tmp_path_factory.mktemp("rlstudio-ui-dispatch"), dispatch=True, extra_env=env)
     srv.hold = hold
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        state = srv.api.get("/healthz")["dispatch"]
-        if state.startswith("ray "):
-            break
-        assert not state.startswith("error"), f"{state}\n{srv.diagnostics()}"
-        time.sleep(0.5)
-    else:
-        raise AssertionError(f"dispatch did not become ready\n{srv.diagnostics()}")
+    wait_dispatch_ready(srv.url, 300, srv.diagnostics)
     yield srv
     srv.stop()
 

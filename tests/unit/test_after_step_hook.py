@@ -8,6 +8,7 @@ import pytest
 from engine.trainer import AFTER_STEP_ENV
 from engine.trainer.hooks import after_step_hook
 from tests import step_hold
+from tests.waiting import wait_for
 
 
 def test_unset_is_no_hook_and_a_spec_names_a_function(monkeypatch):
@@ -35,10 +36,8 @@ def test_the_step_gate_holds_after_its_step_until_its_file_goes(tmp_path, monkey
     assert trainer.waited == 0 and not (tmp_path / "held-1").exists()
     holding = threading.Thread(target=step_hold.hold_after, args=(2, trainer), daemon=True)
     holding.start()
-    for _ in range(600):  # a hang guard: the held file is written before the wait
-        if (tmp_path / "held-2").exists():
-            break
-        holding.join(0.1)
+    # the held file is written before the wait; a thread that ended cannot write it any more
+    wait_for(lambda: (tmp_path / "held-2").exists() or not holding.is_alive(), 60, 0.1, "held-2")
     assert (tmp_path / "held-2").read_text().isdigit() and trainer.waited == 1
     assert holding.is_alive()  # held while the gate is there
     (tmp_path / "step-2").unlink()

@@ -4,15 +4,15 @@ further ahead than allowed, the loader state a checkpoint keeps, and that a roll
 with its cause. Every wait is for a state (the producer's condition variable), none for a timer."""
 from __future__ import annotations
 
-
 import threading
 
 import pytest
 import torch
 
 from engine.protocol import Batch
+from engine.rollout.versions import KEY
 from engine.trainer.asynchronous.driver import RolloutAhead
-from engine.trainer.asynchronous.versions import KEY
+from engine.trainer.group_selection import Selection
 
 
 class Loader:
@@ -48,7 +48,9 @@ class Group:
                        "input_ids": batch["input_ids"]}), {"n": [1.0]})
 
 
-class Trainer:
+class Source:
+    """The batch source's side of the producer (AsyncBatches): its generation goes to the recording group."""
+
     def __init__(self, fail_at=None):
         self.box = [None]
         self.wg = Group(self.box, fail_at)
@@ -56,15 +58,13 @@ class Trainer:
     def clock(self):
         return 0.0
 
-    def partial_kwargs(self, step):
-        return {}
-
-    def group_prompts(self, prompts):
-        return Batch(dict(prompts.tensors), dict(prompts.meta), dict(prompts.info))
+    def generate(self, prompts, step, version):
+        grouped = Batch(dict(prompts.tensors), dict(prompts.meta), {**prompts.info, "global_step": step})
+        return self.wg.dp_call("behaviour_generate", grouped, version=version)
 
 
-class Filtering(Trainer):
-    """DAPO's filter as the producer drives it: `score` gives each batch its loader position as the reward, and the
+class Filtering(Source):
+    """DAPO's filter as the producer drives it: scoring gives each batch its loader position as the reward, and the
     filter asks `more()` for refills[step] further batches (None: until the producer stops)."""
 
     def __init__(self, refills):
@@ -73,21 +73,21 @@ class Filtering(Trainer):
 
     def score(self, batch, log):
         log.counts["groups"] += 1
-        return batch, [int(batch["input_ids"][0, 0])]
+        return [int(batch["input_ids"][0, 0])]
 
-    def keep_groups(self, batch, reward, log, step, more):
-        positions, wanted = list(reward), self.refills.get(step, 0)
+    def select(self, batch, log, step, more):
+        positions, wanted = self.score(batch, log), self.refills.get(step, 0)
         while wanted is None or len(positions) <= wanted:
-            batch, more_reward = more()
-            positions += more_reward
+            batch = more()
+            positions += self.score(batch, log)
         log.metrics["train/num_gen_batches"] = len(positions)
-        return batch, positions, [{"step": step, "dropped": "algorithm.filter_groups: no learning signal"}]
+        return Selection(batch, positions, [{"step": step, "dropped": "algorithm.filter_groups: no learning signal"}])
 
 
 def _producer(ahead, fail_at=None, start_step=0, trainer=None):
-    trainer = trainer or Trainer(fail_at)
-    producer = RolloutAhead(trainer, Loader(), ahead=ahead, start_step=start_step,
-                            select_groups=isinstance(trainer, Filtering))
+    trainer = trainer or Source(fail_at)
+    producer = RolloutAhead(Loader(), ahead=ahead, start_step=start_step, generate=trainer.generate,
+                            clock=trainer.clock, select=trainer.select if isinstance(trainer, Filtering) else None)
     trainer.box[0] = producer
     producer.publish(start_step)
     producer.thread.start()
@@ -95,7 +95,7 @@ def _producer(ahead, fail_at=None, start_step=0, trainer=None):
 
 
 def _train_steps(producer, steps, start_step=0):
-    """The trainer's side: ask, take, 'update', publish — as AsyncPPOTrainer does."""
+    """The trainer's side: ask, take, 'update', publish — as AsyncBatches does."""
     taken = []
     for step in range(start_step + 1, start_step + steps + 1):
         producer.prompts(step)
@@ -173,9 +173,9 @@ def test_stop_ends_a_producer_waiting_for_weights():
 def test_the_producer_state_names_what_the_trainer_waits_on():
     """What the trainer's wait_rollout heartbeat carries: the rollout generating which step on which version, or
     waiting for the trainer and the weights."""
-    trainer = Trainer()
+    trainer = Source()
     trainer.wg.go.clear()  # the first generation holds
-    producer = RolloutAhead(trainer, Loader(), ahead=0, start_step=0)
+    producer = RolloutAhead(Loader(), ahead=0, start_step=0, generate=trainer.generate, clock=trainer.clock)
     trainer.box[0] = producer
     producer.publish(0)
     producer.thread.start()
@@ -232,7 +232,7 @@ def test_dapo_refills_pull_more_prompts_on_the_same_version_and_a_checkpoint_rei
         assert item.reward == [2, 3, 4] and item.version == 0  # every refill on step 2's exact version
         assert [call[:2] for call in trainer.wg.calls[1:4]] == [(2, 0), (2, 0), (2, 0)]
         assert item.log.metrics["train/num_gen_batches"] == 3 and item.log.counts["groups"] == 3
-        assert item.dropped == [{"step": 2, "dropped": "algorithm.filter_groups: no learning signal"}]
+        assert item.evicted == [{"step": 2, "dropped": "algorithm.filter_groups: no learning signal"}]
         assert len(item.log.worker["n"]) == 3  # each generation's worker metrics, for the step's log
         producer.publish(2)
         assert producer.loader_state() == {"position": 4}  # step 2 trained: step 3 starts after its refills

@@ -1,4 +1,4 @@
-"""Partial rollout on the async modes' behaviour policy (engine/trainer/asynchronous/behaviour.py), tiny random Qwen2,
+"""Partial rollout on the async modes' behaviour policy (engine/workers/behaviour/policy.py), tiny random Qwen2,
 fp32, CPU: a weight update forced mid-answer (published at a chunk boundary through the policy's `on_chunk` hook, so
 no thread is raced) leaves the tokens before it with their old version and log-probs, and the tokens after it carry
 the new version with the new weights' log-probs, each checked against a recompute by the actor with those weights."""
@@ -12,8 +12,8 @@ import torch
 from engine.config.schema import RolloutConfig
 from engine.protocol import Batch
 from engine.rollout.hf_rollout import HFRollout
-from engine.trainer.asynchronous.behaviour import BehaviourPolicy
-from engine.trainer.asynchronous.versions import KEY
+from engine.rollout.versions import KEY
+from engine.workers.behaviour.policy import BehaviourPolicy
 from engine.workers.forward import response_log_probs
 from tests.unit.test_static_decoder import model  # noqa: F401  (the tiny random Qwen2 in fp32, a fixture)
 

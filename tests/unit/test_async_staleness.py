@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.rollout.versions import off_policy_metrics, stamp, trajectory_versions
 from engine.trainer.asynchronous.staleness import AsyncSettings, age, eviction_metrics, may_start, stale_groups
-from engine.trainer.asynchronous.versions import off_policy_metrics, stamp, trajectory_versions
 
 
 def test_a_sync_step_is_one_version_and_zero_staleness():

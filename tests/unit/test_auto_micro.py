@@ -158,13 +158,6 @@ def test_switch_exists_and_defaults_on():
 
 
 # ---- the chosen update is the configured one: same loss, same grad norm (fp32, CPU, the tiny model) ----------
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from engine.models.tiny import ensure_tiny_model
-
-    return ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model")
-
-
 def tiny_cfg(tiny_dir):
     return build_config([f"actor_rollout_ref.model.path={tiny_dir}", "data.train_batch_size=5",
                          "data.max_prompt_length=7", "data.max_response_length=5",

@@ -2,7 +2,6 @@
 share a mini-batch, so the weights after the update differ; the order is seeded by the step, so it repeats."""
 import copy
 
-import pytest
 import torch
 
 from engine.config import build_config
@@ -10,13 +9,6 @@ from engine.workers.critic import Critic
 from engine.workers.optim import build_optimizer, build_scheduler
 from tests.unit.test_auto_micro import update_batch
 from tests.unit.test_packing import load_critic
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from engine.models.tiny import ensure_tiny_model
-
-    return ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model")
 
 
 def updated_weights(tiny_dir, value_model, shuffle: bool) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 from engine.data.dataset import DataError, PromptLoader, RLDataset, collate, read_rows
 from engine.data.files import write_parquet
 from engine.data.gsm8k import local_dir, local_dir_missing
+from tests.unit.bpe_tokenizer import build_bpe_tokenizer
 
 GSM8K_DIR = local_dir(["test.jsonl"])  # $RLSTUDIO_GSM8K or shared/data/gsm8k beside the checkout
 
@@ -22,29 +23,11 @@ QWEN_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role']
                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def build_tokenizer(path: Path):
-    """Byte-level BPE (any text round-trips) whose post-processor adds a BOS, Qwen-style chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>"]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(["Let's think step by step and output the final answer after ####. 0123456789"] * 5,
-                            trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<|im_end|>",
-                                 pad_token="<|endoftext|>", chat_template=QWEN_TEMPLATE)
-    hf.save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
-
-
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    return build_tokenizer(tmp_path_factory.mktemp("tok"))
+    return build_bpe_tokenizer(tmp_path_factory.mktemp("tok"),
+                               "Let's think step by step and output the final answer after ####. 0123456789",
+                               bos="<s>", chat_template=QWEN_TEMPLATE)
 
 
 def make_rows(n: int, source: str = "openai/gsm8k", with_index: bool = True) -> list[dict]:

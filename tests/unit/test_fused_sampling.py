@@ -141,7 +141,9 @@ DECODE = textwrap.dedent("""
 
 
 def _interpret(script: str) -> str:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    # PYTHONPATH extended, not replaced: on the GPU machine it holds the carried packages (pydantic & co.)
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     run = subprocess.run([sys.executable, "-c", script], check=False, env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]

@@ -213,7 +213,7 @@ def log_run_in_fresh_process(tmp_path, loggers: str, status: str = "succeeded", 
     code = ("import sys; from pathlib import Path; from tests.unit.test_loggers_external import log_run, make; "
             "kw = {'error': sys.argv[4]} if len(sys.argv) > 4 else {}; "
             "log_run(make(Path(sys.argv[1]), sys.argv[2]), status=sys.argv[3], **kw)")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), loggers, status, *([error] if error else [])],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -21,11 +21,6 @@ from engine.reward.arith import compute_score
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    return Path(ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model"))
-
-
-@pytest.fixture(scope="module")
 def model_and_tokenizer(tiny_dir):
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_pretrained(tiny_dir).eval(), AutoTokenizer.from_pretrained(tiny_dir)

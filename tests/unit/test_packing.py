@@ -2,15 +2,12 @@
 padded path's log-probs, entropy, values and gradients; the attention function is plain SDPA otherwise."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, BloomConfig, BloomForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from engine.models.tiny import ensure_tiny_model
 from engine.protocol import Batch
 from engine.workers import packing
 from engine.workers.forward import (batched_log_probs, batched_values, response_log_probs, response_values,
@@ -18,11 +15,6 @@ from engine.workers.forward import (batched_log_probs, batched_values, response_
 
 PROMPT, RESP = 7, 5
 PROMPT_LENS, RESP_LENS = [7, 3, 5, 1, 4], [5, 2, 4, 1, 3]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return Path(ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model"))
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,12 @@ such a row into NaN gradients for every parameter, even though the row's output 
 SDPA returns zeros there, so these tests use a plain-softmax attention function that fails the same way."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import AttentionInterface, AutoModelForCausalLM
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from engine.models.tiny import ensure_tiny_model
 from engine.workers.forward import padded_attention_mask, response_log_probs, response_logits
 from tests.unit.test_packing import PROMPT, grads, load_critic, make_batch
 
@@ -29,11 +27,6 @@ def plain_softmax_attention(module, query, key, value, attention_mask, dropout=0
         attention_mask = torch.ones(n, n, dtype=torch.bool, device=query.device).tril()
     scores = scores.masked_fill(~attention_mask, float("-inf"))
     return (scores.softmax(-1) @ value).transpose(1, 2).contiguous(), None
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return Path(ensure_tiny_model(tmp_path_factory.mktemp("cache") / "tiny-model"))
 
 
 @pytest.fixture(scope="module")

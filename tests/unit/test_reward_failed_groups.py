@@ -1,5 +1,5 @@
 """Failed groups (engine/trainer/failed_groups.py): the reward manager marks the rows whose reward function raised
-instead of raising (only when asked), the marks follow select/concat, and the trainer's keep_groups evicts every
+instead of raising (only when asked), the marks follow select/concat, and the trainer's group selection evicts every
 group with a failed row, refills exactly the missing groups and stores the evicted answers marked `dropped`."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from engine.reward import RewardManager
 from engine.reward.manager import RewardComputeError, RewardResult
+from engine.trainer.batches import select_groups
 from engine.trainer.failed_groups import MAX_GEN_BATCHES, METRIC, rows_without_failures
 from engine.trainer.roles import StepLog
 from tests.unit.test_reward_manager import make_batch, tokenizer  # noqa: F401 - the shared tokenizer fixture
@@ -95,6 +96,13 @@ def _refiller(trainer, tok, answers: list[str], uids: list[str]):
     return more, asked
 
 
+def _keep(trainer, batch, reward, log, step, more):
+    """The sync trainer's group selection (batches.select_groups), the evicted groups as the samples it stores."""
+    selection = select_groups(trainer.cfg, batch, reward, more, step, sync=True)
+    log.metrics.update(selection.metrics)
+    return selection.batch, selection.reward, trainer.evicted_samples(selection.evicted, step)
+
+
 def test_keep_groups_evicts_failed_groups_and_refills_exactly_the_missing_ones(tokenizer):  # noqa: F811
     trainer, _ = _trainer(tokenizer, "trainer.v1.sampler.sync_refill_failed_groups=True")
     more, asked = _refiller(trainer, tokenizer, ["1", "2"], ["c", "c"])
@@ -102,7 +110,7 @@ def test_keep_groups_evicts_failed_groups_and_refills_exactly_the_missing_ones(t
     log = StepLog()
     # group a fails (one answer contains 9), group b is fine: one group missing, one refilled
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3"], ["a", "a", "b", "b"])
-    batch, reward, dropped = trainer.keep_groups(batch, reward, log, 5, more)
+    batch, reward, dropped = _keep(trainer, batch, reward, log, 5, more)
     assert asked == [1]  # exactly the missing group
     assert list(batch["uid"]) == ["b", "b", "c", "c"] and not reward.failed and len(reward.scores) == 4
     assert log.metrics[METRIC] == 1 and log.metrics["train/num_gen_batches"] == 2
@@ -118,7 +126,7 @@ def test_failures_that_persist_stop_with_the_first_message_and_the_fix(tokenizer
 
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3"], ["a", "a", "b", "b"])
     with pytest.raises(RuntimeError) as err:
-        trainer.keep_groups(batch, reward, StepLog(), 1, more)
+        _keep(trainer, batch, reward, StepLog(), 1, more)
     assert len(calls) == MAX_GEN_BATCHES - 1  # the fixed bound (DAPO's filter is off)
     text = str(err.value)
     assert "nine is not allowed" in text and "sync_refill_failed_groups" in text and "custom_reward_function" in text
@@ -132,14 +140,14 @@ def test_with_dapos_filter_its_generation_limit_bounds_the_refills(tokenizer):  
     log = StepLog()
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3", "2", "2"], ["a", "a", "b", "b", "e", "e"])
     with pytest.raises(RuntimeError, match=r"algorithm.filter_groups.max_num_gen_batches=3"):
-        trainer.keep_groups(batch, reward, log, 1, lambda count=None: _scored(trainer, tokenizer, ["9", "1"],
+        _keep(trainer, batch, reward, log, 1, lambda count=None: _scored(trainer, tokenizer, ["9", "1"],
                                                                               ["f", "f"]))
     # one failed group and one without signal (e) are evicted, b kept; refills whole batches then
     log = StepLog()
     batch, reward = _scored(trainer, tokenizer, ["1", "9", "1", "3", "2", "2"], ["a", "a", "b", "b", "e", "e"])
     more, asked = _refiller(trainer, tokenizer, ["1", "4"], ["g", "g"])
 
-    batch, reward, dropped = trainer.keep_groups(batch, reward, log, 1, more)
+    batch, reward, dropped = _keep(trainer, batch, reward, log, 1, more)
     assert asked == [None] and list(batch["uid"]) == ["b", "b", "g", "g"]
     assert log.metrics[METRIC] == 1 and log.metrics["training/filter_groups/evicted_samples"] == 1
     assert sorted(s["dropped"].split(":")[0] for s in dropped) == ["algorithm.filter_groups"] * 2 + [

@@ -3,38 +3,22 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 
 from engine.protocol import Batch
 from engine.reward import RewardFunctionError, RewardManager, default_compute_score, load_custom_reward_fn
+from tests.unit.bpe_tokenizer import build_bpe_tokenizer
 
 QWEN_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def build_tokenizer(path: Path):
-    """Byte-level BPE built locally (no hub), Qwen-style specials and chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(["The answer is #### 72 because 0123456789 step by step"] * 5, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                 chat_template=QWEN_TEMPLATE)
-    hf.save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
-
-
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    return build_tokenizer(tmp_path_factory.mktemp("tok"))
+    return build_bpe_tokenizer(tmp_path_factory.mktemp("tok"), "The answer is #### 72 because 0123456789 step by step",
+                               chat_template=QWEN_TEMPLATE)
 
 
 def make_batch(tokenizer, texts, sources, truths, extra_infos=None, width=None, eos=True):
@@ -56,7 +40,10 @@ def make_batch(tokenizer, texts, sources, truths, extra_infos=None, width=None, 
 def test_default_dispatch_gsm8k_and_unknown():
     assert default_compute_score("openai/gsm8k", "so #### 72", "72") == 1.0
     assert default_compute_score("gsm8k", "so #### 71", "72") == 0.0
-    assert default_compute_score("openai/gsm8k", "so #### 71", "72", format_score=0.1) == 0.1
+    # a shaped score keeps verl's strict accuracy beside it (held-out accuracy is then val-core/.../acc)
+    assert default_compute_score("openai/gsm8k", "so #### 71", "72", format_score=0.1) == {"score": 0.1, "acc": 0.0}
+    assert default_compute_score("openai/gsm8k", "so #### 72", "72", format_score=0.1) == {"score": 1.0, "acc": 1.0}
+    assert default_compute_score("openai/gsm8k", "no answer", "72", format_score=0.1) == {"score": 0.0, "acc": 0.0}
     with pytest.raises(NotImplementedError) as e:
         default_compute_score("my/task", "x", "y")
     assert "'my/task'" in str(e.value) and "custom_reward_function.path=" in str(e.value)

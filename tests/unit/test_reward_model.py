@@ -1,29 +1,13 @@
 """RewardModelScorer on a tiny, randomly initialised Qwen2 classifier saved locally."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from engine.protocol import Batch
 from engine.reward.reward_model import RewardModelScorer
-
-
-def build_tokenizer(path: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(["user assistant the answer is 42"] * 5, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.save_pretrained(path)
-    return hf
+from tests.unit.bpe_tokenizer import build_bpe_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +15,7 @@ def rm_path(tmp_path_factory):
     from transformers import Qwen2Config, Qwen2ForSequenceClassification
 
     path = tmp_path_factory.mktemp("rm")
-    tok = build_tokenizer(path)
+    tok = build_bpe_tokenizer(path, "user assistant the answer is 42", vocab_size=300)
     config = Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
                          num_labels=1, pad_token_id=tok.pad_token_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,6 +17,7 @@ from engine.loggers.dashboard import DashboardLogger
 from engine.loggers.tracking import Tracking
 from engine.trainer.heartbeat import Heartbeat
 from engine.trainer.learning_signal import zero_std_groups
+from tests.waiting import wait_for
 
 WAIT = 60  # seconds a state may take to arrive on a loaded machine; never a measured duration
 
@@ -162,9 +162,7 @@ def test_heartbeats_are_not_spooled_while_the_server_is_away(tmp_path):
     logger.log_metrics(1, {"a": 1.0})
     logger.flush(0)  # the metric goes out now (and fails)
     logger.log_phase("update_actor", 1)
-    deadline = time.monotonic() + WAIT
-    while logger.spooled < 1 and time.monotonic() < deadline:  # a state: the metric is in the spool file
-        time.sleep(0.01)
+    wait_for(lambda: logger.spooled >= 1, WAIT, 0.01, "the metric in the spool file")
     logger.close()  # what is still queued (the last heartbeat, perhaps) goes to the spool too, heartbeats left out
     pending = logger.spool.pending()
     assert [r["path"] for r in pending] == ["/api/v1/runs/7/metrics"]  # the metric waits; the heartbeats are gone

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, status
 from sqlmodel import Field, SQLModel
 
 from backend.api.errors import validated_config
+from backend.models.run import CONFIG_WORDS, Override, preset_field
 from backend.services import run_config
 from backend.services.run_config import RunConfigError
 
@@ -25,9 +26,9 @@ class Presets(SQLModel):
 
 
 class ConfigCheck(SQLModel):
-    preset: str | None = Field(default=None, max_length=100)
-    config: dict[str, Any] = Field(default_factory=dict)
-    overrides: list[str] = Field(default_factory=list)
+    preset: str | None = preset_field()
+    config: dict[str, Any] = Field(default_factory=dict, description=CONFIG_WORDS)
+    overrides: list[Override] = Field(default_factory=list)
 
 
 class ConfigChecked(SQLModel):

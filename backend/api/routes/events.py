@@ -56,25 +56,31 @@ def _stream(request: Request, channel: str, last_event_id: int | None):
     return EventSourceResponse(generate(), ping=15, headers={"X-Accel-Buffering": "no"})
 
 
+# Event ids come from the database's 64-bit integers and will never reach 10^18: a resume point is at most 18 digits
+# (a header, a query parameter), stated in the OpenAPI document and refused beyond it (a 422 naming it), so no
+# number past the database's integers reaches the stream's query.
+MAX_EVENT_ID = 10**18 - 1
+ResumeQuery = Annotated[int | None, Query(ge=0, le=MAX_EVENT_ID, description=(
+    "resume after this event id (what EventSource sends as Last-Event-ID); at most 10^18 - 1"))]
+ResumeHeader = Annotated[str | None, Header(alias="Last-Event-ID", pattern=r"^[0-9]{0,18}$", description=(
+    "resume after this event id (EventSource sends the last id it saw): at most 18 digits (empty: none); wins "
+    "over `last_event_id`"))]
+AccessToken = Annotated[str | None, Query(description="for EventSource, which can't send headers")]
+
+
 def _resume_from(header: str | None, query: int | None) -> int | None:
-    if header and header.strip().isdigit():
-        return int(header.strip())
-    return query
+    return int(header) if header else query
 
 
 @router.get("/runs/events", summary="SSE: the runs list (created, status, progress, deleted)")
-def stream_runs_events(request: Request, last_event_id: Annotated[int | None, Query(ge=0)] = None,
-                last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-                access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
-                = None):
+def stream_runs_events(request: Request, last_event_id: ResumeQuery = None,
+                       last_event_id_header: ResumeHeader = None, access_token: AccessToken = None):
     return _stream(request, RUNS_CHANNEL, _resume_from(last_event_id_header, last_event_id))
 
 
 @router.get("/runs/{run_id}/events", summary="SSE: one run's metrics, samples, status and log lines")
-def stream_run_events(request: Request, run_id: int, last_event_id: Annotated[int | None, Query(ge=0)] = None,
-               last_event_id_header: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-               access_token: Annotated[str | None, Query(description="for EventSource, which can't send headers")]
-               = None):
+def stream_run_events(request: Request, run_id: int, last_event_id: ResumeQuery = None,
+                      last_event_id_header: ResumeHeader = None, access_token: AccessToken = None):
     with Session(request.app.state.engine) as session:
         get_run_or_404(session, run_id)
     return _stream(request, run_channel(run_id), _resume_from(last_event_id_header, last_event_id))

@@ -4,7 +4,7 @@ import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
-from pydantic import StringConstraints
+from pydantic import StringConstraints, WithJsonSchema
 from starlette.concurrency import run_in_threadpool
 
 from backend.api.deps import IngestSessionDep, SessionDep, SettingsDep, get_run_or_404
@@ -88,10 +88,14 @@ def query_metrics(session: SessionDep,
                   run_id: Annotated[list[int], Query(min_length=1, max_length=100)],
                   key: Annotated[list[str], Query(max_length=200, description=(
                       "the metric keys; at least one `key` or `key_pattern` is required"))] = [],  # noqa: B006 - FastAPI copies it
-                  key_pattern: Annotated[list[Annotated[str, StringConstraints(max_length=200)]], Query(
+                  key_pattern: Annotated[list[Annotated[str, StringConstraints(max_length=200),
+                                                        WithJsonSchema({"type": "string", "maxLength": 200,
+                                                                        "format": "regex"})]], Query(
                       max_length=20, description="regular expressions (searched, as JavaScript's RegExp.test): "
                                                  "every key of these runs that one matches is added to `key`; at "
-                                                 "least one `key` or `key_pattern` is required")] = [],  # noqa: B006
+                                                 "least one `key` or `key_pattern` is required; a pattern that is "
+                                                 "not a regular expression, or nests quantifiers (`(a+)+`: "
+                                                 "exponential backtracking), is a 422")] = [],  # noqa: B006
                   step_min: Annotated[int | None, Query(ge=0)] = None,
                   step_max: Annotated[int | None, Query(ge=0)] = None,
                   max_points: MaxPoints = 1000):

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse
+from pydantic import StringConstraints
 
 from backend.api.deps import IngestRunDep, SessionDep, SettingsDep, get_run_or_404
 from backend.api.errors import config_error, unprocessable, validated_config
@@ -21,6 +22,7 @@ from backend.models import (
     RunCreated,
     RunFork,
     RunPublic,
+    RunQueue,
     RunsPublic,
     RunStatus,
     RunStatusReport,
@@ -30,6 +32,7 @@ from backend.models import (
 from backend.services import artifacts, experiments, health, run_config
 from backend.services import metrics as metrics_service
 from backend.services import runs as runs_service
+from backend.services.dispatch import queue as dispatch_queue
 from backend.services.run_config import RunConfigError
 from backend.settings import Settings
 
@@ -37,6 +40,7 @@ router = APIRouter(prefix="/runs", tags=["runs"])
 ingest_router = APIRouter(prefix="/runs", tags=["runs"])  # authenticated by the run's ingest token or the API token
 
 CONFIG_FILTER = re.compile(r"^[A-Za-z_][\w.]*=")
+SORT_VALUES = [f"{sign}{field}" for field in runs_service.SORTS for sign in ("", "-")]
 
 
 def _files_in(settings: Settings, launch: bool) -> Path | None:
@@ -82,11 +86,12 @@ def list_runs(
     not_tag: Annotated[list[str] | None, Query(description="runs with none of these tags (the UI hides 'archived')")]
     = None,
     q: Annotated[str | None, Query(max_length=200, description="name contains")] = None,
-    config: Annotated[list[str] | None, Query(
+    config: Annotated[list[Annotated[str, StringConstraints(pattern=CONFIG_FILTER.pattern)]] | None, Query(
         description="config value filters `dotted.key=value`, e.g. algorithm.adv_estimator=grpo")] = None,
     parent_id: int | None = None,
     sort: Annotated[str, Query(description="field, '-' prefix for descending: "
-                                           + ", ".join(sorted(runs_service.SORTS)))] = "-created_at",
+                                           + ", ".join(sorted(runs_service.SORTS)),
+                               json_schema_extra={"enum": SORT_VALUES})] = "-created_at",
     skip: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ):
@@ -112,6 +117,14 @@ def list_runs(
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(session: SessionDep, run_id: int):
     return get_run_or_404(session, run_id)
+
+
+@router.get("/{run_id}/queue", response_model=RunQueue)
+def get_run_queue(session: SessionDep, settings: SettingsDep, run_id: int):
+    """Why the run has not started: its place in the queue, the runs ahead of it, the runs holding the
+    concurrency limit (RLSTUDIO_MAX_CONCURRENT_RUNS), and the same in words. `waiting` is false once it runs."""
+    run = get_run_or_404(session, run_id)
+    return dispatch_queue.explain(session, run, max_concurrent=settings.max_concurrent_runs, dispatch=settings.dispatch)
 
 
 @router.patch("/{run_id}", response_model=RunPublic)
@@ -204,13 +217,10 @@ def download_run_file(session: SessionDep, run_id: int, path: str):
 def report_run_status(run: IngestRunDep, session: SessionDep, body: RunStatusReport):
     """The engine's `log_status`: running / succeeded / failed (with `error`), and progress (`fields.step`,
     `fields.total_steps`). Terminal states stick. A `started` report's fields are the run's `facts`."""
-    mapped = runs_service.ENGINE_STATUS.get(body.status.lower())
-    if mapped is None:
-        raise unprocessable(["body", "status"],
-                            f"status: '{body.status}' is not one of {', '.join(runs_service.ENGINE_STATUS)}.")
+    mapped = runs_service.ENGINE_STATUS[body.status]  # the model's enum: these words only
     health.on_heartbeat(session, run, body.fields)  # `fields.phase`: where a stalled run is stuck
     # device, workers, trainable/total parameters: shown on the run page (live, with the run's status event)
-    if body.status.lower() == "started" and runs_service.record_facts(run, body.fields):
+    if body.status == "started" and runs_service.record_facts(run, body.fields):
         runs_service.announce(session, run)
     step, total = body.fields.get("step"), body.fields.get("total_steps")
     changed = runs_service.report_status(session=session, run=run, status=mapped, error=body.error,

@@ -27,13 +27,16 @@ ingest_router = APIRouter(tags=["samples"])  # authenticated by the run's ingest
 
 Order = Literal["step", "-step", "score", "-score", "prompt_index", "id"]
 Split = Literal["train", "val"]
-Turns = Annotated[int | None, Query(ge=1, le=100_000)]
 
 
 def turn_filters(
         num_turns: Annotated[int | None, Query(ge=1, le=100_000, description=(
             "multi-turn answers with exactly this many turns (the prompt, each model turn, each tool answer)"))] = None,
-        min_turns: Turns = None, max_turns: Turns = None,
+        min_turns: Annotated[int | None, Query(ge=1, le=100_000, description=(
+            "multi-turn answers with at least this many turns (at most `max_turns`)"))] = None,
+        max_turns: Annotated[int | None, Query(ge=1, le=100_000, description=(
+            "multi-turn answers with at most this many turns; must be >= `min_turns` (else a 422 naming it)"))]
+        = None,
         tool: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$",
                                           description="answers that called this tool (its name)")] = None,
         uses_tool: Annotated[bool | None, Query(description="answers that called some tool (true) / none (false)")]
@@ -56,7 +59,8 @@ def version_filters(
             "trajectory staleness > 0; true) / on-policy answers and those without recorded versions (false)"))]
         = None,
         min_staleness: Annotated[int | None, Query(ge=0, le=2**62, description=(
-            "answers at least this stale: (step - 1) - their newest policy version"))] = None
+            "answers at least this stale: (step - 1) - their newest policy version; above 0 it contradicts "
+            "`stale=false` (a 422 naming it)"))] = None
 ) -> samples.VersionFilters:
     if stale is False and min_staleness:
         raise unprocessable(["query", "min_staleness"], f"min_staleness={min_staleness} asks for stale answers but "

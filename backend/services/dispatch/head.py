@@ -54,7 +54,8 @@ class RayConnection:
             self.address, token = self.settings.ray_address, cluster_token(self.settings)
         else:
             self.on_state("starting a local Ray head")
-            self.head = LocalRayHead(self.settings.data_dir, self.settings.ray_num_cpus)
+            self.head = LocalRayHead(self.settings.data_dir, self.settings.ray_num_cpus,
+                                     self.settings.ray_head_host)
             self.address = await asyncio.to_thread(self.head.start)
             token = self.head.token
         await self._open_client(token)

@@ -10,6 +10,7 @@
 from backend.services.health.store import (
     apply,
     close_ended,
+    discard,
     judge_metrics,
     judge_samples,
     no_signal_prompts,
@@ -21,5 +22,5 @@ from backend.services.health.store import (
     summaries,
 )
 
-__all__ = ["apply", "close_ended", "judge_metrics", "judge_samples", "no_signal_prompts", "on_heartbeat", "on_metrics",
+__all__ = ["apply", "close_ended", "discard", "judge_metrics", "judge_samples", "no_signal_prompts", "on_heartbeat", "on_metrics",
            "refresh_stalled", "release", "report", "summaries"]

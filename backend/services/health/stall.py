@@ -1,9 +1,13 @@
 """The stalled-run check. With a heartbeat (engine/trainer/heartbeat.py: the phase the trainer entered, for which
 step, since when) for a step not yet logged and that phase's usual time known (`timing_s/<phase>`): stalled when
 it has been in the phase stall_factor x its median time; otherwise: no new step for stall_factor x the median step
-time. Never sooner than stall_min_s. Step times come from the wall times of the points (the logger's, or the ingest
-time), so the judgement compares stored times with `now`: a test plants points with old wall times instead of
-waiting. The heartbeat's time is the engine's clock (one host's time against another's on a cluster)."""
+time. Never sooner than stall_min_s.
+
+Whose clock: the engine's host may be another machine whose clock is off (or jumps). So only differences of the
+engine's own times are used — the median step time, from the points' wall times (the logger's, else the ingest
+time), and how long a phase had already run when its heartbeat was sent (`sent` − `time`) — and every moment that
+is compared with `now` is the server's own: when the newest step arrived (`received`) and when the heartbeat arrived,
+less that age (store.py). A test plants old arrivals through store.clock instead of waiting."""
 from __future__ import annotations
 
 import math
@@ -16,15 +20,16 @@ from backend.services.health.tracker import Described, Judged
 KEEP = 50  # step times kept for the median
 
 
-def track(st: dict, step: int, wall: float) -> Judged | None:
-    """A point at `step` arrived: a newer step records its time per step; returns the judgement that the run is
-    moving (which clears a stall)."""
+def track(st: dict, step: int, wall: float, received: float | None = None) -> Judged | None:
+    """A point at `step` arrived: a newer step records its time per step (`wall`, the engine's clock) and when it
+    arrived (`received`, the server's clock; default `wall`); returns the judgement that the run is moving (which
+    clears a stall)."""
     last = st.get("step")
     if last is not None and step <= last:
         return None
     if last is not None and wall > st["wall"]:
         push(st.setdefault("durations", []), (wall - st["wall"]) / (step - last), KEEP)
-    st["step"], st["wall"] = step, wall
+    st["step"], st["wall"], st["received"] = step, wall, wall if received is None else received
     return Judged("stalled", "error", [(step, False)], lambda s: Described("Run moving", ""))
 
 
@@ -48,7 +53,7 @@ def judge(st: dict, now: float, heartbeat: dict | None) -> Judged | None:
         return None
     median = statistics.median(durations)
     limit = max(t("stall_min_s"), t("stall_factor") * median)
-    idle = now - st["wall"]
+    idle = now - st.get("received", st["wall"])  # a state saved before `received` was kept: its wall time
     beat = heartbeat or {}
     phase, began = beat.get("phase"), beat.get("time")
     current = phase is not None and began is not None and (beat.get("step") is None or beat["step"] > st["step"])

@@ -31,6 +31,7 @@ STOP_JOB = "rlstudio.health_stop_job"  # session.info: the Ray job an auto-stop 
 HEALTH_CHECKS = "rlstudio.health_checks"  # session.info: False when the server judges nothing (RLSTUDIO_HEALTH_CHECKS)
 _WATCHED: dict[str, bool] = {}  # key -> whether a check reads it (keys repeat every step: decide once)
 RANK = {"error": 2, "warning": 1}
+clock = time.time  # the server's clock, for when a step or a heartbeat arrived (tests plant old arrivals through it)
 
 
 def _watched(key: str) -> bool:
@@ -137,7 +138,7 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
     walls: dict[str, float] = {}  # per key, the wall time of its newest point (the stall check's clock)
     known = _WATCHED
     if series is not None:
-        now = time.time()
+        now = clock()
         for s in series:
             w = known.get(s.key)
             if w is None:
@@ -180,7 +181,7 @@ def judge_metrics(session: Session, run: Run, rows, series=None) -> Pending | No
         judged += check(data.setdefault(name, {}), points, ctx)
     stall.note_phases(data.setdefault("stall", {}), points)
     if newest is not None:
-        moving = stall.track(data.setdefault("stall", {}), *newest)
+        moving = stall.track(data.setdefault("stall", {}), *newest, received=clock())
         if moving is not None:
             judged.append(moving)
     return Pending(row, _advance_all(row, judged), lock)
@@ -285,7 +286,11 @@ def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
 
     with write_lock(session):
         row = _state(session, run.id)
-        row.data["heartbeat"] = {"phase": phase[:100], "time": float(began) if _finite(began) else time.time(),
+        # when the phase began, on the server's clock: the beat's arrival, less how long the phase had run when the
+        # engine sent it (`sent` − `time`, both the engine's clock: their difference holds whatever its offset)
+        sent = beat.get("sent")
+        age = sent - began if _finite(sent) and _finite(began) else 0.0
+        row.data["heartbeat"] = {"phase": phase[:100], "time": clock() - min(max(age, 0.0), 24 * 3600.0),
                                  "step": beat.get("step") if isinstance(beat.get("step"), int) else None}
         if isinstance(beat.get("detail"), str):  # what the phase waits on (the async trainer's wait_rollout)
             row.data["heartbeat"]["detail"] = beat["detail"][:300]
@@ -295,7 +300,7 @@ def _beat(session: Session, run: Run, phase: str, began, beat: dict) -> None:
 def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str | None:
     """Judge whether the run stalled (no step for stall_factor x its median step time), at `now` (default the
     clock). Commits; returns the Ray job an auto-stop asks to stop."""
-    if run.status not in ACTIVE:
+    if run.status not in ACTIVE or run.source == "import":  # an import's wall times are its source run's: no clock
         return None
     from backend.services.upsert import write_lock
 
@@ -309,7 +314,7 @@ def refresh_stalled(session: Session, run: Run, now: float | None = None) -> str
 
 def _refresh(session: Session, run: Run, now: float | None) -> str | None:
     row = _state(session, run.id)
-    judged = stall.judge(row.data.get("stall", {}), time.time() if now is None else now, row.data.get("heartbeat"))
+    judged = stall.judge(row.data.get("stall", {}), clock() if now is None else now, row.data.get("heartbeat"))
     if judged is None:
         session.rollback()  # nothing judged: the read ends here
         return None
@@ -334,6 +339,16 @@ def apply(session: Session, run: Run, pending: Pending | None) -> None:
     if pending is not None:
         _record_prompts(session, run.id, pending.finished)
         _apply(session, run, pending.row, pending.changes)
+
+
+def discard(session: Session, pending: Pending | None) -> None:
+    """A judged batch whose write failed (e.g. a number the database refuses) was never stored: its run's cached
+    state, which the judging advanced, is read again from the table by the next batch (called before `release`,
+    under the run's judge lock). Without this one refused batch would poison every later one of its run."""
+    if pending is not None:
+        cache = _CACHES.get(session.get_bind())
+        if cache is not None:
+            cache.pop(pending.row.run_id, None)
 
 
 def release(pending: Pending | None) -> None:
@@ -375,6 +390,9 @@ def _apply(session: Session, run: Run, row: State, changes: list[Change]) -> Non
         for change in changes:
             _write(session, run.id, change, now)
         session.flush()
+        from backend.services.webhooks import on_alarm_changes
+
+        on_alarm_changes(session, run, changes)  # an alarm that fired or cleared: its webhooks are told
         body = report(session, run.id)
         add_event(session, run_channel(run.id), "health", body)
         add_event(session, RUNS_CHANNEL, "health", {"id": run.id, "health": _summary(body)})

@@ -23,8 +23,10 @@ import torch
 
 from engine.data.dataset import collate
 from engine.protocol import Batch
+from engine.rollout import versions
 from engine.rollout.hf_rollout import assemble
-from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.asynchronous import staleness
+from engine.trainer.batches import group_prompts
 
 PROMPT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -33,7 +35,7 @@ PROMPT_KEYS = ("input_ids", "attention_mask", "position_ids")
 class Group:
     """One prompt's rollout.n answers, as far as they are generated."""
     order: int  # pull order: breaks ties between groups that complete in the same chunk
-    rows: Batch  # the prompt rows (rollout.n, one uid) as the trainer's group_prompts made them
+    rows: Batch  # the prompt rows (rollout.n, one uid) as batches.group_prompts made them
     source: tuple[int, int]  # (epoch, dataset row) of the prompt: a checkpoint reissues it from there
     tokens: torch.Tensor  # [n, L] answer tokens so far (pad after each answer's length)
     log_probs: torch.Tensor  # [n, L] behaviour log-probs of those tokens
@@ -208,10 +210,11 @@ class CarryFeeder:
     state after every prompt pulled so far, plus `reissue`, the (epoch, dataset row) of each prompt pulled and not
     yet trained (in flight or queued), which a resume pulls first, as verl reissues its pending and running groups."""
 
-    def __init__(self, trainer, loader, settings: staleness.AsyncSettings, extra: int, chunk: int,
+    def __init__(self, cfg, loader, wg, settings: staleness.AsyncSettings, extra: int, chunk: int,
                  reissue: list | None = None):
-        cfg = trainer.cfg
-        self.trainer, self.loader, self.chunk = trainer, loader, int(chunk)
+        """`wg`: the worker group the rounds' chunks are generated on (behaviour_generate)."""
+        self.loader, self.wg, self.chunk = loader, wg, int(chunk)
+        self.n = int(cfg.actor_rollout_ref.rollout.n)
         self.pool = CarryPool(cfg.data.train_batch_size, int(extra), settings.threshold, settings.strategy)
         self.length = int(cfg.actor_rollout_ref.rollout.response_length)
         self.pad_id = int(loader.dataset.pad_token_id)
@@ -231,7 +234,7 @@ class CarryFeeder:
         evicted = self.pool.evict_stale(step)
         for _ in range(self.pool.wanted(step)):
             prompt, source = self._next_prompt()
-            rows = self.trainer.group_prompts(prompt)
+            rows = group_prompts(prompt, self.n, step)
             self.pool.add(new_group(self.pool.pulled, rows, source, self.length, self.pad_id))
         return self.state(), evicted
 
@@ -242,7 +245,7 @@ class CarryFeeder:
     def round(self, step: int, version: int, log, evicted: list[Group]) -> Batch:
         """Step `step`'s batch: chunks on `version` until it can be formed, then the first groups to complete."""
         def generate(batch: Batch, max_new: int) -> Batch:
-            out, metrics = self.trainer.wg.dp_call("behaviour_generate", batch, version=version, max_new_tokens=max_new)
+            out, metrics = self.wg.dp_call("behaviour_generate", batch, version=version, max_new_tokens=max_new)
             log.add_worker_metrics(metrics)
             return out
 

@@ -1,15 +1,16 @@
 """The async modes' driver (trainer.v1.trainer_mode = colocate_async | separate_async): a rollout thread generates
-the next batches on the behaviour policy (a copy of the actor on each worker, behaviour.py) while the trainer
-updates on the current one. The design and what is not built yet: engine/trainer/ASYNC.md.
+the next batches on the behaviour policy (a copy of the actor on each worker, engine/workers/behaviour/) while the
+trainer updates on the current one. The design and what is not built yet: engine/trainer/ASYNC.md.
 
 Producer (`RolloutAhead`, its own thread): for step t it pulls the prompts, waits until it may start (at most
 `ahead` batches beyond the step the trainer asked for, and version t - 1 - ahead published), generates with exactly
-that version and stamps every token with it. Consumer (`AsyncPPOTrainer`, the main thread): the sync loop, taking
-each batch from the producer instead of generating, and publishing the actor's weights after each update. With
-ahead = 0 (max_off_policy_threshold = 1) the producer only runs while the trainer waits: the sync trainer's order.
-With DAPO's filter (algorithm.filter_groups), and wherever failed groups are refilled (engine/trainer/failed_groups.py:
-without carry-over), the producer also scores each batch, evicts the groups without a learning signal or with a failed
-reward and refills from the loader's next prompts on the same version, with the sync trainer's functions.
+that version and stamps every token with it. Consumer (`AsyncBatches`, the batch source the trainer holds in the
+async modes; engine/trainer/batches.py): the trainer's step takes each batch from the producer instead of generating,
+and the actor's weights are published after each update. With ahead = 0 (max_off_policy_threshold = 1) the producer
+only runs while the trainer waits: the sync trainer's order. With DAPO's filter (algorithm.filter_groups), and
+wherever failed groups are refilled (engine/trainer/failed_groups.py: without carry-over), the producer also scores
+each batch, evicts the groups without a learning signal or with a failed reward and refills from the loader's next
+prompts on the same version, with the sync trainer's functions (batches.Scorer, group_selection.keep_groups).
 With carry-over (trainer.v1.carry_over_groups, carry.py) the producer keeps more groups in flight than a batch and
 forms each step's batch from the first to complete; the others carry on into the next step's round.
 """
@@ -21,10 +22,13 @@ from dataclasses import dataclass, field
 
 from engine.protocol import Batch
 from engine.reward.manager import RewardResult
+from engine.rollout import versions
 from engine.trainer import failed_groups
-from engine.trainer.asynchronous import staleness, versions
+from engine.trainer.asynchronous import staleness
 from engine.trainer.asynchronous.carry import CarryFeeder
-from engine.trainer.ppo_trainer import PPOTrainer
+from engine.trainer.batches import Scorer, group_prompts, select_groups
+from engine.trainer.group_selection import Selection
+from engine.trainer.heartbeat import Heartbeat
 from engine.trainer.roles import StepLog
 
 
@@ -36,8 +40,8 @@ class Produced:
     batch: Batch | None = None  # the generated answers, once done
     log: StepLog = field(default_factory=StepLog)  # the generation's worker metrics (and when scored here the
     # scoring's and the eviction's timings, counts and metrics), for the trainer's step log
-    reward: RewardResult | None = None  # scored here (select_groups), else None: the trainer scores
-    dropped: list[dict] = field(default_factory=list)  # the samples of the evicted groups
+    reward: RewardResult | None = None  # scored here (select), else None: the trainer's step scores
+    evicted: list = field(default_factory=list)  # the evicted groups (group_selection.Evicted)
     version: int = -1  # the version it started on (partial rollout: later tokens may be newer)
     started_s: float = 0.0  # the producer's clock around its generation, seconds since the run started
     ended_s: float = 0.0
@@ -50,14 +54,14 @@ class _Stopped(Exception):
 class RolloutAhead:
     """The producer thread and the hand-over, under one condition variable (no sleeps, no polling)."""
 
-    def __init__(self, trainer: "AsyncPPOTrainer", loader, ahead: int, start_step: int, select_groups: bool = False,
+    def __init__(self, loader, ahead: int, start_step: int, generate, clock, select=None,
                  carry: CarryFeeder | None = None):
-        self.trainer, self.loader, self.ahead = trainer, loader, ahead
-        self.carry = carry  # carry-over: the pool of groups in flight beyond the batch (carry.py)
-        # DAPO's dynamic sampling and failed groups: each batch is scored here, its groups without a learning signal
-        # or with a failed reward evicted, and refilled from the loader's next prompts on the same version, with the
-        # sync trainer's own functions (PPOTrainer.score, keep_groups)
-        self.select_groups = select_groups
+        """`generate(prompts, step, version)` -> (the prompts' answers on exactly that version, the workers' metrics);
+        `clock()`: seconds since the run started; `select(batch, log, step, more)` -> Selection: scores a batch and
+        keeps its groups, `more(count)` generating refills (DAPO's dynamic sampling, failed groups; None: the
+        trainer's step scores); `carry`: carry-over's pool of groups in flight beyond the batch (carry.py)."""
+        self.loader, self.ahead, self.generate, self.clock, self.select = loader, ahead, generate, clock, select
+        self.carry = carry
         self.start_version = start_step  # the weights at start: the actor after start_step updates
         self.cond = threading.Condition()
         self.items: dict[int, Produced] = {}  # step -> its batch (pulled, then generated)
@@ -153,21 +157,20 @@ class RolloutAhead:
                         item = Produced(next(self.loader), state, version=version)
                     self.items[step] = item
                     self.cond.notify_all()
-                started = self.trainer.clock()
+                started = self.clock()
                 if self.carry is not None:
                     self._doing("generating (carry-over round)", step, version)
                     with item.log.phase("gen"):
                         batch = self.carry.round(step, version, item.log, evicted)
                 else:
                     batch = self._generate(item, step, 1)
-                reward = dropped = None
-                if self.select_groups:  # the sync trainer's order: generate, score, evict; refill until full
-                    batch, reward = self.trainer.score(batch, item.log)
-                    batch, reward, dropped = self.trainer.keep_groups(
-                        batch, reward, item.log, step, _Refill(self, item, step))
+                reward, evicted = None, []
+                if self.select is not None:  # the sync trainer's order: generate, score, evict; refill until full
+                    selection = self.select(batch, item.log, step, _Refill(self, item, step))
+                    batch, reward, evicted = selection.batch, selection.reward, selection.evicted
                 with self.cond:
-                    item.batch, item.reward, item.dropped = batch, reward, dropped or []
-                    item.started_s, item.ended_s = started, self.trainer.clock()
+                    item.batch, item.reward, item.evicted = batch, reward, evicted
+                    item.started_s, item.ended_s = started, self.clock()
                     self.cond.notify_all()
                 step += 1
         except _Stopped:
@@ -179,15 +182,10 @@ class RolloutAhead:
 
     def _generate(self, item: Produced, step: int, generation: int, prompts: Batch | None = None) -> Batch:
         """One generation for step `step` on exactly the item's version (`generation` > 1: a refill)."""
-        grouped = self.trainer.group_prompts(item.prompts if prompts is None else prompts)
-        grouped.info["global_step"] = step
         self._doing("generating" if generation == 1 else f"generating (refill, generation {generation})",
                     step, item.version)
-        # partial rollout: later chunks may switch to any version the trainer of step `step` allows, i.e. up to its
-        # own weights (step - 1); otherwise the whole batch on the item's version
         with item.log.phase("gen"):
-            batch, metrics = self.trainer.wg.dp_call("behaviour_generate", grouped, version=item.version,
-                                                     **self.trainer.partial_kwargs(step))
+            batch, metrics = self.generate(item.prompts if prompts is None else prompts, step, item.version)
         item.log.add_worker_metrics(metrics)
         if versions.KEY not in batch.tensors:  # a worker that did not stamp: one version throughout
             batch.tensors[versions.KEY] = versions.stamp(batch["responses"], item.version)
@@ -197,127 +195,125 @@ class RolloutAhead:
 
 class _Refill:
     """keep_groups' `more(count)` for one step's batch in the producer: the loader's next prompts (the first `count`
-    of them, when given), generated on the same version and scored. They are pulled under the lock while the step's
-    item is still pending, so a checkpoint's loader state (before the oldest pending item's first prompts) reissues
-    them too."""
+    of them, when given), generated on the same version (`select` scores them). They are pulled under the lock while
+    the step's item is still pending, so a checkpoint's loader state (before the oldest pending item's first prompts)
+    reissues them too."""
 
     def __init__(self, producer: RolloutAhead, item: Produced, step: int):
         self.producer, self.item, self.step, self.generation = producer, item, step, 1
 
-    def __call__(self, count: int | None = None) -> tuple[Batch, RewardResult]:
+    def __call__(self, count: int | None = None) -> Batch:
         producer = self.producer
         with producer.cond:
             if producer.stopping:  # unlimited refills (max_num_gen_batches <= 0) must not outlive the run
                 raise _Stopped
             prompts = failed_groups.first_prompts(next(producer.loader), count)
         self.generation += 1
-        batch = producer._generate(self.item, self.step, self.generation, prompts)
-        return producer.trainer.score(batch, self.item.log)
+        return producer._generate(self.item, self.step, self.generation, prompts)
 
 
-class _LoaderView:
-    """What the trainer's loop sees as its loader: the producer's prompts, in order, and the loader state of what
-    was trained (so a checkpoint's resume reissues the prompts still in flight)."""
-
-    def __init__(self, trainer: "AsyncPPOTrainer", loader):
-        self.trainer, self.loader = trainer, loader
-
-    def __next__(self) -> Batch:
-        return self.trainer.producer_for_next().prompts
-
-    def state_dict(self) -> dict:
-        producer = self.trainer.producer
-        return producer.loader_state() if producer is not None else self.loader.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        if self.trainer.producer is not None:
-            raise RuntimeError("the loader's state can only be loaded before the rollout thread starts")
-        self.loader.load_state_dict(state)
-        self.trainer.reissue = list(state.get("reissue") or [])  # carry-over's prompts in flight at the checkpoint
-
-
-class AsyncPPOTrainer(PPOTrainer):
-    """The PPO/GRPO loop of the async modes: PPOTrainer's step on batches the rollout thread generated ahead."""
+class AsyncBatches:
+    """The async modes' batch source (engine/trainer/batches.py has the interface): each step's batch as the rollout
+    thread generated it on the behaviour copy, its weights published after the step's update. The rollout thread
+    starts with the first step's prompts, after any resume (its weights are then the first version)."""
     is_async = True
 
-    def __init__(self, cfg, tokenizer, train_loader, *args, **kwargs):
-        super().__init__(cfg, tokenizer, _LoaderView(self, train_loader), *args, **kwargs)
-        self.loader = train_loader
+    def __init__(self, cfg, loader, wg, scorer: Scorer, heartbeat: Heartbeat, selects: bool):
+        self.cfg, self.loader, self.wg, self.scorer, self.heartbeat, self.selects = (cfg, loader, wg, scorer,
+                                                                                     heartbeat, selects)
         self.settings = staleness.AsyncSettings.from_config(cfg)
         self.producer: RolloutAhead | None = None
         self.taken: Produced | None = None  # the step's batch as the producer handed it over
+        self.timeline: dict[str, float] = {}
         self.run_start = time.time()  # the timeline/* metrics' zero: both threads read this wall clock
         v1 = cfg.trainer.v1
         self.partial_chunk = int(v1.partial_rollout_chunk) if v1.partial_rollout else 0
         self.reissue: list = []  # set by a resume: carry-over's prompts in flight at the checkpoint
-        self.wg.all_call("behaviour_init")
+        # no run-ahead: the rollout generates only while the workers wait, so each shares one random stream with its
+        # rollout process (separate_async)
+        self.wg.all_call("behaviour_init", shared_stream=self.settings.ahead == 0)
 
     def clock(self) -> float:
         """Seconds since the run started, on the wall clock (the same for the producer's and the trainer's spans)."""
         return time.time() - self.run_start
 
-    def partial_kwargs(self, step: int) -> dict:
-        """behaviour_generate's partial-rollout arguments for step `step`'s batch: none when it is off."""
-        return {"newest": step - 1, "chunk": self.partial_chunk} if self.partial_chunk else {}
+    # ---- the producer's collaborators (its thread) ---------------------------------------------------------------
+    def generate(self, prompts: Batch, step: int, version: int) -> tuple[Batch, dict]:
+        """Step `step`'s answers to `prompts` on exactly `version`. Partial rollout: later chunks may switch to any
+        version the trainer of step `step` allows, i.e. up to its own weights (step - 1)."""
+        grouped = group_prompts(prompts, self.cfg.actor_rollout_ref.rollout.n, step)
+        partial = {"newest": step - 1, "chunk": self.partial_chunk} if self.partial_chunk else {}
+        return self.wg.dp_call("behaviour_generate", grouped, version=version, **partial)
 
-    def producer_for_next(self) -> Produced:
+    def select(self, batch: Batch, log: StepLog, step: int, more) -> Selection:
+        """DAPO's filter / failed groups in the rollout thread: score, evict, refill on the same version."""
+        batch, reward = self.scorer(batch, log)
+        selection = select_groups(self.cfg, batch, reward, lambda count=None: self.scorer(more(count), log), step,
+                                  sync=False)
+        log.metrics.update(selection.metrics)
+        return selection
+
+    # ---- the trainer's side (main thread) -------------------------------------------------------------------------
+    def prompts(self, step: int) -> Batch:
         if self.producer is None:  # first batch, after any resume: the weights now are the first version
             v1 = self.cfg.trainer.v1
-            carry = CarryFeeder(self, self.loader, self.settings, v1.carry_over_groups, v1.partial_rollout_chunk,
-                                self.reissue) if v1.carry_over_groups else None
-            self.producer = RolloutAhead(self, self.loader, self.settings.ahead, self.global_step,
-                                         select_groups=self.selects_groups, carry=carry)
-            self.wg.all_call("behaviour_publish", self.global_step)
-            self.producer.publish(self.global_step)
+            carry = CarryFeeder(self.cfg, self.loader, self.wg, self.settings, v1.carry_over_groups,
+                                v1.partial_rollout_chunk, self.reissue) if v1.carry_over_groups else None
+            self.producer = RolloutAhead(self.loader, self.settings.ahead, step - 1, self.generate, self.clock,
+                                         select=self.select if self.selects else None, carry=carry)
+            self.wg.all_call("behaviour_publish", step - 1)
+            self.producer.publish(step - 1)
             self.producer.thread.start()
-        return self.producer.prompts(self.global_step + 1)
+        return self.producer.prompts(step).prompts
 
-    def scored_batch(self, prompts: Batch, log: StepLog):
-        if not self.selects_groups:
-            return super().scored_batch(prompts, log)  # `generate` below takes the producer's batch; scored here
-        # DAPO's filter / failed groups: the producer scored, evicted and refilled the batch (the sync trainer's
-        # functions)
-        with log.phase("gen"):
-            batch = self.generate(prompts, log)
-        self.dropped_samples = self.taken.dropped
-        return batch, self.taken.reward
+    def scored(self, prompts: Batch, step: int, log: StepLog) -> Selection:
+        with log.phase("gen"):  # the wait for the rollout's batch (verl's timing_s/gen)
+            batch = self._take(step, log)
+        if self.taken.reward is None:  # not scored in the rollout thread: scored here, as the sync trainer does
+            return Selection(*self.scorer(batch, log))
+        return Selection(batch, self.taken.reward, self.taken.evicted)
 
-    def generate(self, prompts: Batch, log: StepLog) -> Batch:
+    def _take(self, step: int, log: StepLog) -> Batch:
         # a phase of its own inside `gen`: a run hung here names the producer's state (generating which step on
         # which version, or waiting for what) instead of a bare `gen`
-        self.heartbeat.enter("wait_rollout", self.global_step, detail=self.producer.state())
+        self.heartbeat.enter("wait_rollout", step, detail=self.producer.state())
         waited = time.perf_counter()
-        item = self.taken = self.producer.take(self.global_step)
+        item = self.taken = self.producer.take(step)
         self.timeline = {"timeline/rollout_start_s": item.started_s, "timeline/rollout_end_s": item.ended_s,
                          "timeline/train_start_s": self.clock()}
         log.metrics["timing_s/wait_rollout"] = time.perf_counter() - waited
         _merge(log, item.log)
         batch = item.batch
-        batch.info["global_step"] = self.global_step
+        batch.info["global_step"] = step
         oldest, _ = versions.trajectory_versions(batch[versions.KEY], batch["response_mask"])
-        stale = staleness.stale_groups(self.global_step, oldest.tolist(), self.settings.threshold)
+        stale = staleness.stale_groups(step, oldest.tolist(), self.settings.threshold)
         if stale:  # the producer's gate makes this impossible; evicting and refilling comes with partial rollout
-            raise RuntimeError(f"step {self.global_step}: {len(stale)} trajectories are older than "
+            raise RuntimeError(f"step {step}: {len(stale)} trajectories are older than "
                                f"trainer.v1.sampler.max_off_policy_threshold={self.settings.threshold}")
         return batch
 
-    def train_step(self, prompts: Batch):
-        metrics, samples = super().train_step(prompts)
-        # the actor after this step's update is version global_step: the rollout may now use it
-        published = self.wg.all_call("behaviour_publish", self.global_step)
-        self.producer.publish(self.global_step)
-        metrics["timing_s/update_weights"] = max(m["timing_s/update_weights"] for m in published)
-        # the dashboard's timeline: this step's batch's generation (the producer's clock) and its training (here,
-        # from the batch's hand-over to the publication of the new weights); seconds since the run started
-        metrics.update(self.timeline, **{"timeline/train_end_s": self.clock()})
-        return metrics, samples
+    def after_update(self, step: int) -> dict[str, float]:
+        """The actor after step `step`'s update is version `step`: the rollout may now use it. The dashboard's
+        timeline: this step's batch's generation (the producer's clock) and its training (from the batch's hand-over
+        to the publication of the new weights); seconds since the run started."""
+        published = self.wg.all_call("behaviour_publish", step)
+        self.producer.publish(step)
+        return {"timing_s/update_weights": max(m["timing_s/update_weights"] for m in published),
+                **self.timeline, "timeline/train_end_s": self.clock()}
 
-    def fit(self) -> None:
-        try:
-            super().fit()
-        finally:
-            if self.producer is not None:
-                self.producer.stop()
+    # ---- checkpoints: the loader's state of what was trained (a resume reissues the prompts still in flight) -----
+    def state_dict(self) -> dict:
+        return self.producer.loader_state() if self.producer is not None else self.loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.producer is not None:
+            raise RuntimeError("the loader's state can only be loaded before the rollout thread starts")
+        self.loader.load_state_dict(state)
+        self.reissue = list(state.get("reissue") or [])  # carry-over's prompts in flight at the checkpoint
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
 
 
 def _merge(log: StepLog, produced: StepLog) -> None:

@@ -5,7 +5,7 @@
 import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
 import type {
-  ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
+  ConfigCheck, ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
 } from "../client/types.gen";
 import { unwrap } from "./client";
 
@@ -16,6 +16,7 @@ export const qk = {
   allRuns: ["runs"] as const,
   runs: (filters: object) => ["runs", filters] as const,
   run: (id: number) => ["run", id] as const,
+  runQueue: (id: number) => ["run-queue", id] as const,
   experiments: ["experiments"] as const,
   schema: ["config-schema"] as const,
   presets: ["presets"] as const,
@@ -55,6 +56,17 @@ export function useRun(id: number | null) {
     queryKey: qk.run(id ?? 0),
     queryFn: () => unwrap(sdk.getRun({ path: { run_id: id! } })),
     enabled: id !== null && Number.isFinite(id),
+  });
+}
+
+/** Why a queued or starting run waits (GET /runs/{id}/queue): asked again every few seconds while it does, since
+ *  other runs ending move it up and its own stream says nothing of theirs. */
+export function useRunQueue(id: number, waiting: boolean) {
+  return useQuery({
+    queryKey: qk.runQueue(id),
+    queryFn: () => unwrap(sdk.getRunQueue({ path: { run_id: id } })),
+    enabled: waiting,
+    refetchInterval: waiting ? 3000 : false,
   });
 }
 
@@ -170,6 +182,19 @@ export function useStepOverlaps(runId: number | null, params: OverlapQuery | nul
     queryFn: () => unwrap(sdk.listStepOverlaps({ path: { run_id: runId! }, query: params! })),
     enabled: runId !== null && params !== null,
     staleTime: 30_000,
+  });
+}
+
+/** What the engine resolves a config to (POST /config/validate): the New-run form shows the values a run will use
+ *  where it derives or caps them (micro-batches). A config it refuses has no plan (the form says why on submit). */
+export function useConfigPlan(body: ConfigCheck, enabled: boolean) {
+  return useQuery({
+    queryKey: ["config-plan", body],
+    queryFn: () => unwrap(sdk.validateConfig({ body })),
+    enabled,
+    placeholderData: keepPreviousData,
+    staleTime: Infinity,
+    retry: false,
   });
 }
 

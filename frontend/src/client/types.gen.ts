@@ -70,10 +70,14 @@ export type CommandText = {
 export type ConfigCheck = {
     /**
      * Preset
+     *
+     * a preset's name (GET /config/presets; the pattern lists them): the config starts from it
      */
     preset?: string | null;
     /**
      * Config
+     *
+     * a nested config tree, checked against the engine's schema (GET /config/schema): a key or value it refuses is a 422 of type `config_error` naming the key
      */
     config?: {
         [key: string]: unknown;
@@ -521,7 +525,8 @@ export type MetricSeries = {
 /**
  * MetricSeriesIn
  *
- * Columnar form: one key, many steps (cheaper to send and to validate than one object per point).
+ * Columnar form: one key, many steps (cheaper to send and to validate than one object per point). `steps`,
+ * `values` and `wall_times` (when given) have the same length: a 422 naming `series` otherwise.
  */
 export type MetricSeriesIn = {
     /**
@@ -742,10 +747,14 @@ export type Presets = {
 export type RunCreate = {
     /**
      * Experiment Id
+     *
+     * an existing experiment's id (else a 422 naming it); unset: `experiment_name`
      */
     experiment_id?: number | null;
     /**
      * Experiment Name
+     *
+     * the experiment by name, made when new (default `default`); `experiment_id` wins
      */
     experiment_name?: string | null;
     /**
@@ -754,10 +763,14 @@ export type RunCreate = {
     name?: string;
     /**
      * Preset
+     *
+     * a preset's name (GET /config/presets; the pattern lists them): the config starts from it
      */
     preset?: string | null;
     /**
      * Config
+     *
+     * a nested config tree, checked against the engine's schema (GET /config/schema): a key or value it refuses is a 422 of type `config_error` naming the key
      */
     config?: {
         [key: string]: unknown;
@@ -895,6 +908,8 @@ export type RunFork = {
     name?: string | null;
     /**
      * Config
+     *
+     * a nested config tree, checked against the engine's schema (GET /config/schema): a key or value it refuses is a 422 of type `config_error` naming the key
      */
     config?: {
         [key: string]: unknown;
@@ -943,6 +958,51 @@ export type RunHealth = {
     thresholds: {
         [key: string]: number;
     };
+};
+
+/**
+ * RunImported
+ */
+export type RunImported = {
+    run: RunPublic;
+    /**
+     * Lines
+     *
+     * lines of the metrics file read (verl); 0 for TensorBoard
+     */
+    lines: number;
+    /**
+     * Steps
+     *
+     * distinct steps with metrics
+     */
+    steps: number;
+    /**
+     * Points
+     *
+     * metric points stored
+     */
+    points: number;
+    /**
+     * Samples
+     *
+     * answers stored, by split (train, val)
+     */
+    samples?: {
+        [key: string]: number;
+    };
+    /**
+     * Skipped Values
+     *
+     * values that are not numbers (verl) or summaries that are not scalars (TensorBoard), by key: left out
+     */
+    skipped_values?: {
+        [key: string]: number;
+    };
+    /**
+     * Notes
+     */
+    notes?: Array<string>;
 };
 
 /**
@@ -1045,6 +1105,77 @@ export type RunPublic = {
 };
 
 /**
+ * RunQueue
+ *
+ * Why a run has not started yet (GET /runs/{id}/queue): its place in rlstudio's queue, the runs queued ahead of
+ * it, the runs holding the concurrency limit, and the same in words.
+ */
+export type RunQueue = {
+    /**
+     * Run Id
+     */
+    run_id: number;
+    status: RunStatus;
+    /**
+     * Waiting
+     *
+     * queued or starting: not running yet
+     */
+    waiting: boolean;
+    /**
+     * Position
+     *
+     * its place among the queued runs, 1 = next to start; null unless queued
+     */
+    position?: number | null;
+    /**
+     * Ahead
+     *
+     * the queued runs that start before it
+     */
+    ahead?: Array<RunRef>;
+    /**
+     * In Flight
+     *
+     * the server's runs starting or running now: they hold the limit
+     */
+    in_flight?: Array<RunRef>;
+    /**
+     * Max Concurrent Runs
+     *
+     * RLSTUDIO_MAX_CONCURRENT_RUNS: runs starting or running at once
+     */
+    max_concurrent_runs: number;
+    /**
+     * Dispatch
+     *
+     * whether this server launches runs at all (RLSTUDIO_DISPATCH)
+     */
+    dispatch: boolean;
+    /**
+     * Reason
+     *
+     * why it waits and for what, in words; null when it does not wait
+     */
+    reason?: string | null;
+};
+
+/**
+ * RunRef
+ */
+export type RunRef = {
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Name
+     */
+    name: string;
+    status: RunStatus;
+};
+
+/**
  * RunStatus
  */
 export type RunStatus = 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'lost';
@@ -1057,8 +1188,10 @@ export type RunStatus = 'queued' | 'starting' | 'running' | 'succeeded' | 'faile
 export type RunStatusReport = {
     /**
      * Status
+     *
+     * what the engine's `log_status` says: running, started and resumed mean running; succeeded, finished, success; failed, error; cancelled
      */
-    status: string;
+    status: 'running' | 'started' | 'resumed' | 'succeeded' | 'finished' | 'success' | 'failed' | 'error' | 'cancelled';
     /**
      * Error
      */
@@ -1333,6 +1466,11 @@ export type SampleAnswers = {
 
 /**
  * SampleIn
+ *
+ * One answer as a logger sends it. Rules between fields (a 422 naming the sample otherwise): `policy_versions`
+ * and `loss_mask` have one value per token (as long as `tokens`), `policy_version_min` <= `policy_version_max`
+ * (each defaults to the versions' oldest / newest), and each turn's `start` <= `end` <= the number of `tokens`.
+ * `extras.turns` and `extras.loss_mask` (older loggers) are read as `turns` and `loss_mask`, by their rules.
  */
 export type SampleIn = {
     /**
@@ -1954,6 +2092,238 @@ export type ValidationError = {
     };
 };
 
+/**
+ * WebhookCreate
+ */
+export type WebhookCreate = {
+    /**
+     * Name
+     *
+     * what it is for, shown in lists
+     */
+    name?: string;
+    /**
+     * Format
+     *
+     * `slack`: a Slack-compatible `{"text": ...}`; `json`: the event's fields (`event`, `text`, `run`, `alarm`, `url`)
+     */
+    format?: 'slack' | 'json';
+    /**
+     * Events
+     *
+     * what to send (default: all)
+     */
+    events?: Array<'alarm.fired' | 'alarm.cleared' | 'run.succeeded' | 'run.failed' | 'run.cancelled' | 'run.stalled'>;
+    /**
+     * Enabled
+     */
+    enabled?: boolean;
+    /**
+     * Url
+     *
+     * where to POST (http or https); kept secret: answers show it masked
+     */
+    url: string;
+    /**
+     * Token
+     *
+     * sent as `Authorization: Bearer <token>` with each delivery; kept secret: answers show its last 4 characters at most
+     */
+    token?: string | null;
+};
+
+/**
+ * WebhookDeliveriesPublic
+ */
+export type WebhookDeliveriesPublic = {
+    /**
+     * Data
+     */
+    data: Array<WebhookDeliveryPublic>;
+    /**
+     * Count
+     */
+    count: number;
+};
+
+/**
+ * WebhookDeliveryPublic
+ */
+export type WebhookDeliveryPublic = {
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Webhook Id
+     *
+     * null once the webhook was deleted
+     */
+    webhook_id: number | null;
+    /**
+     * Run Id
+     */
+    run_id: number;
+    /**
+     * Event
+     */
+    event: 'alarm.fired' | 'alarm.cleared' | 'run.succeeded' | 'run.failed' | 'run.cancelled' | 'run.stalled';
+    /**
+     * Payload
+     *
+     * the event as sent (the json form's body)
+     */
+    payload: {
+        [key: string]: unknown;
+    };
+    /**
+     * Url Masked
+     */
+    url_masked: string;
+    /**
+     * State
+     *
+     * pending (not sent yet), retrying (an attempt failed; another is due at next_attempt_at), delivered (a 2xx answer), failed (given up)
+     */
+    state: 'pending' | 'retrying' | 'delivered' | 'failed';
+    /**
+     * Attempts
+     */
+    attempts: number;
+    /**
+     * Next Attempt At
+     */
+    next_attempt_at: number | null;
+    /**
+     * Last Status
+     *
+     * the HTTP status of the last attempt (null: no answer)
+     */
+    last_status: number | null;
+    /**
+     * Last Error
+     */
+    last_error: string | null;
+    /**
+     * Created At
+     */
+    created_at: string;
+    /**
+     * Delivered At
+     */
+    delivered_at: string | null;
+};
+
+/**
+ * WebhookPublic
+ */
+export type WebhookPublic = {
+    /**
+     * Name
+     *
+     * what it is for, shown in lists
+     */
+    name?: string;
+    /**
+     * Format
+     *
+     * `slack`: a Slack-compatible `{"text": ...}`; `json`: the event's fields (`event`, `text`, `run`, `alarm`, `url`)
+     */
+    format?: 'slack' | 'json';
+    /**
+     * Events
+     *
+     * what to send (default: all)
+     */
+    events?: Array<'alarm.fired' | 'alarm.cleared' | 'run.succeeded' | 'run.failed' | 'run.cancelled' | 'run.stalled'>;
+    /**
+     * Enabled
+     */
+    enabled?: boolean;
+    /**
+     * Id
+     */
+    id: number;
+    /**
+     * Experiment Id
+     *
+     * set for an experiment's webhook (every run of it)
+     */
+    experiment_id: number | null;
+    /**
+     * Run Id
+     *
+     * set for one run's webhook
+     */
+    run_id: number | null;
+    /**
+     * Url Masked
+     *
+     * scheme and host; the path and query (often the secret) hidden
+     */
+    url_masked: string;
+    /**
+     * Has Token
+     */
+    has_token: boolean;
+    /**
+     * Token Hint
+     *
+     * the token's last 4 characters (long tokens only), else null
+     */
+    token_hint: string | null;
+    /**
+     * Created At
+     */
+    created_at: string;
+};
+
+/**
+ * WebhookUpdate
+ */
+export type WebhookUpdate = {
+    /**
+     * Name
+     */
+    name?: string | null;
+    /**
+     * Format
+     */
+    format?: 'slack' | 'json' | null;
+    /**
+     * Events
+     */
+    events?: Array<'alarm.fired' | 'alarm.cleared' | 'run.succeeded' | 'run.failed' | 'run.cancelled' | 'run.stalled'> | null;
+    /**
+     * Enabled
+     */
+    enabled?: boolean | null;
+    /**
+     * Url
+     */
+    url?: string | null;
+    /**
+     * Token
+     *
+     * a new token; "" removes it
+     */
+    token?: string | null;
+};
+
+/**
+ * WebhooksPublic
+ */
+export type WebhooksPublic = {
+    /**
+     * Data
+     */
+    data: Array<WebhookPublic>;
+    /**
+     * Count
+     */
+    count: number;
+};
+
 export type GetHealthData = {
     body?: never;
     path?: never;
@@ -2425,6 +2795,8 @@ export type StreamRunsEventsData = {
     headers?: {
         /**
          * Last-Event-Id
+         *
+         * resume after this event id (EventSource sends the last id it saw): at most 18 digits (empty: none); wins over `last_event_id`
          */
         'Last-Event-ID'?: string | null;
     };
@@ -2432,6 +2804,8 @@ export type StreamRunsEventsData = {
     query?: {
         /**
          * Last Event Id
+         *
+         * resume after this event id (what EventSource sends as Last-Event-ID); at most 10^18 - 1
          */
         last_event_id?: number | null;
         /**
@@ -2477,6 +2851,8 @@ export type StreamRunEventsData = {
     headers?: {
         /**
          * Last-Event-Id
+         *
+         * resume after this event id (EventSource sends the last id it saw): at most 18 digits (empty: none); wins over `last_event_id`
          */
         'Last-Event-ID'?: string | null;
     };
@@ -2489,6 +2865,8 @@ export type StreamRunEventsData = {
     query?: {
         /**
          * Last Event Id
+         *
+         * resume after this event id (what EventSource sends as Last-Event-ID); at most 10^18 - 1
          */
         last_event_id?: number | null;
         /**
@@ -2572,9 +2950,9 @@ export type ListRunsData = {
         /**
          * Sort
          *
-         * field, '-' prefix for descending: created_at, finished_at, id, name, progress_step, started_at, status
+         * field, '-' prefix for descending: created_at, finished_at, id, name, progress_step, started_at, status, val_score
          */
-        sort?: string;
+        sort?: 'created_at' | '-created_at' | 'started_at' | '-started_at' | 'finished_at' | '-finished_at' | 'name' | '-name' | 'status' | '-status' | 'id' | '-id' | 'progress_step' | '-progress_step' | 'val_score' | '-val_score';
         /**
          * Skip
          */
@@ -2807,6 +3185,52 @@ export type UpdateRunResponses = {
 };
 
 export type UpdateRunResponse = UpdateRunResponses[keyof UpdateRunResponses];
+
+export type GetRunQueueData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/queue';
+};
+
+export type GetRunQueueErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * conflicts with the current state
+     */
+    409: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type GetRunQueueError = GetRunQueueErrors[keyof GetRunQueueErrors];
+
+export type GetRunQueueResponses = {
+    /**
+     * Successful Response
+     */
+    200: RunQueue;
+};
+
+export type GetRunQueueResponse = GetRunQueueResponses[keyof GetRunQueueResponses];
 
 export type CancelRunData = {
     body?: never;
@@ -3378,7 +3802,7 @@ export type QueryMetricsData = {
         /**
          * Key Pattern
          *
-         * regular expressions (searched, as JavaScript's RegExp.test): every key of these runs that one matches is added to `key`; at least one `key` or `key_pattern` is required
+         * regular expressions (searched, as JavaScript's RegExp.test): every key of these runs that one matches is added to `key`; at least one `key` or `key_pattern` is required; a pattern that is not a regular expression, or nests quantifiers (`(a+)+`: exponential backtracking), is a 422
          */
         key_pattern?: Array<string>;
         /**
@@ -3542,10 +3966,14 @@ export type ListSamplesData = {
         num_turns?: number | null;
         /**
          * Min Turns
+         *
+         * multi-turn answers with at least this many turns (at most `max_turns`)
          */
         min_turns?: number | null;
         /**
          * Max Turns
+         *
+         * multi-turn answers with at most this many turns; must be >= `min_turns` (else a 422 naming it)
          */
         max_turns?: number | null;
         /**
@@ -3575,7 +4003,7 @@ export type ListSamplesData = {
         /**
          * Min Staleness
          *
-         * answers at least this stale: (step - 1) - their newest policy version
+         * answers at least this stale: (step - 1) - their newest policy version; above 0 it contradicts `stale=false` (a 422 naming it)
          */
         min_staleness?: number | null;
     };
@@ -3763,10 +4191,14 @@ export type ExportSamplesData = {
         num_turns?: number | null;
         /**
          * Min Turns
+         *
+         * multi-turn answers with at least this many turns (at most `max_turns`)
          */
         min_turns?: number | null;
         /**
          * Max Turns
+         *
+         * multi-turn answers with at most this many turns; must be >= `min_turns` (else a 422 naming it)
          */
         max_turns?: number | null;
         /**
@@ -3796,7 +4228,7 @@ export type ExportSamplesData = {
         /**
          * Min Staleness
          *
-         * answers at least this stale: (step - 1) - their newest policy version
+         * answers at least this stale: (step - 1) - their newest policy version; above 0 it contradicts `stale=false` (a 422 naming it)
          */
         min_staleness?: number | null;
     };
@@ -3882,10 +4314,14 @@ export type ListSampleRowsData = {
         num_turns?: number | null;
         /**
          * Min Turns
+         *
+         * multi-turn answers with at least this many turns (at most `max_turns`)
          */
         min_turns?: number | null;
         /**
          * Max Turns
+         *
+         * multi-turn answers with at most this many turns; must be >= `min_turns` (else a 422 naming it)
          */
         max_turns?: number | null;
         /**
@@ -3915,7 +4351,7 @@ export type ListSampleRowsData = {
         /**
          * Min Staleness
          *
-         * answers at least this stale: (step - 1) - their newest policy version
+         * answers at least this stale: (step - 1) - their newest policy version; above 0 it contradicts `stale=false` (a 422 naming it)
          */
         min_staleness?: number | null;
     };
@@ -4448,3 +4884,482 @@ export type ListNoSignalPromptsResponses = {
 };
 
 export type ListNoSignalPromptsResponse = ListNoSignalPromptsResponses[keyof ListNoSignalPromptsResponses];
+
+export type ImportVerlData = {
+    body: {
+        /**
+         * verl's file-logger JSONL (VERL_FILE_LOGGER_PATH): a line per step
+         */
+        metrics: Blob | File;
+        /**
+         * the run's Hydra config (.hydra/config.yaml) or a YAML/JSON of it
+         */
+        config?: Blob | File;
+        /**
+         * trainer.rollout_data_dir's <step>.jsonl files
+         */
+        rollout?: Array<Blob | File>;
+        /**
+         * trainer.validation_data_dir's <step>.jsonl files
+         */
+        validation?: Array<Blob | File>;
+        /**
+         * experiment name (made when new); default `imported`
+         */
+        experiment?: string;
+        /**
+         * run name; default: the config's trainer.experiment_name, else the file's name
+         */
+        name?: string;
+        tags?: Array<string>;
+        notes?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/imports/verl';
+};
+
+export type ImportVerlErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * a batch over the request limits: split it
+     */
+    413: ErrorMessage;
+    /**
+     * a file that is not what the field takes (`loc`: the field; `msg`: the file, the line, the problem), or a body that is not multipart/form-data
+     */
+    422: HttpValidationError;
+};
+
+export type ImportVerlError = ImportVerlErrors[keyof ImportVerlErrors];
+
+export type ImportVerlResponses = {
+    /**
+     * the run made
+     */
+    201: RunImported;
+};
+
+export type ImportVerlResponse = ImportVerlResponses[keyof ImportVerlResponses];
+
+export type ImportTensorboardData = {
+    body: {
+        /**
+         * event files (events.out.tfevents.*) of one run
+         */
+        events: Array<Blob | File>;
+        /**
+         * experiment name (made when new); default `imported`
+         */
+        experiment?: string;
+        /**
+         * run name; default: the config's trainer.experiment_name, else the file's name
+         */
+        name?: string;
+        tags?: Array<string>;
+        notes?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/api/v1/imports/tensorboard';
+};
+
+export type ImportTensorboardErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * a batch over the request limits: split it
+     */
+    413: ErrorMessage;
+    /**
+     * a file that is not what the field takes (`loc`: the field; `msg`: the file, the line, the problem), or a body that is not multipart/form-data
+     */
+    422: HttpValidationError;
+};
+
+export type ImportTensorboardError = ImportTensorboardErrors[keyof ImportTensorboardErrors];
+
+export type ImportTensorboardResponses = {
+    /**
+     * the run made
+     */
+    201: RunImported;
+};
+
+export type ImportTensorboardResponse = ImportTensorboardResponses[keyof ImportTensorboardResponses];
+
+export type CreateExperimentWebhookData = {
+    body: WebhookCreate;
+    path: {
+        /**
+         * Experiment Id
+         */
+        experiment_id: number;
+    };
+    query?: never;
+    url: '/api/v1/experiments/{experiment_id}/webhooks';
+};
+
+export type CreateExperimentWebhookErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type CreateExperimentWebhookError = CreateExperimentWebhookErrors[keyof CreateExperimentWebhookErrors];
+
+export type CreateExperimentWebhookResponses = {
+    /**
+     * Successful Response
+     */
+    201: WebhookPublic;
+};
+
+export type CreateExperimentWebhookResponse = CreateExperimentWebhookResponses[keyof CreateExperimentWebhookResponses];
+
+export type ListRunWebhooksData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/webhooks';
+};
+
+export type ListRunWebhooksErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListRunWebhooksError = ListRunWebhooksErrors[keyof ListRunWebhooksErrors];
+
+export type ListRunWebhooksResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhooksPublic;
+};
+
+export type ListRunWebhooksResponse = ListRunWebhooksResponses[keyof ListRunWebhooksResponses];
+
+export type CreateRunWebhookData = {
+    body: WebhookCreate;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: never;
+    url: '/api/v1/runs/{run_id}/webhooks';
+};
+
+export type CreateRunWebhookErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type CreateRunWebhookError = CreateRunWebhookErrors[keyof CreateRunWebhookErrors];
+
+export type CreateRunWebhookResponses = {
+    /**
+     * Successful Response
+     */
+    201: WebhookPublic;
+};
+
+export type CreateRunWebhookResponse = CreateRunWebhookResponses[keyof CreateRunWebhookResponses];
+
+export type ListWebhooksData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Experiment Id
+         */
+        experiment_id?: number | null;
+        /**
+         * Run Id
+         *
+         * a run's own webhooks (not its experiment's)
+         */
+        run_id?: number | null;
+    };
+    url: '/api/v1/webhooks';
+};
+
+export type ListWebhooksErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListWebhooksError = ListWebhooksErrors[keyof ListWebhooksErrors];
+
+export type ListWebhooksResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhooksPublic;
+};
+
+export type ListWebhooksResponse = ListWebhooksResponses[keyof ListWebhooksResponses];
+
+export type DeleteWebhookData = {
+    body?: never;
+    path: {
+        /**
+         * Webhook Id
+         */
+        webhook_id: number;
+    };
+    query?: never;
+    url: '/api/v1/webhooks/{webhook_id}';
+};
+
+export type DeleteWebhookErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type DeleteWebhookError = DeleteWebhookErrors[keyof DeleteWebhookErrors];
+
+export type DeleteWebhookResponses = {
+    /**
+     * Successful Response
+     */
+    204: void;
+};
+
+export type DeleteWebhookResponse = DeleteWebhookResponses[keyof DeleteWebhookResponses];
+
+export type GetWebhookData = {
+    body?: never;
+    path: {
+        /**
+         * Webhook Id
+         */
+        webhook_id: number;
+    };
+    query?: never;
+    url: '/api/v1/webhooks/{webhook_id}';
+};
+
+export type GetWebhookErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type GetWebhookError = GetWebhookErrors[keyof GetWebhookErrors];
+
+export type GetWebhookResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhookPublic;
+};
+
+export type GetWebhookResponse = GetWebhookResponses[keyof GetWebhookResponses];
+
+export type UpdateWebhookData = {
+    body: WebhookUpdate;
+    path: {
+        /**
+         * Webhook Id
+         */
+        webhook_id: number;
+    };
+    query?: never;
+    url: '/api/v1/webhooks/{webhook_id}';
+};
+
+export type UpdateWebhookErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type UpdateWebhookError = UpdateWebhookErrors[keyof UpdateWebhookErrors];
+
+export type UpdateWebhookResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhookPublic;
+};
+
+export type UpdateWebhookResponse = UpdateWebhookResponses[keyof UpdateWebhookResponses];
+
+export type ListWebhookDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * Run Id
+         */
+        run_id: number;
+    };
+    query?: {
+        /**
+         * Skip
+         */
+        skip?: number;
+        /**
+         * Limit
+         */
+        limit?: number;
+    };
+    url: '/api/v1/runs/{run_id}/webhook-deliveries';
+};
+
+export type ListWebhookDeliveriesErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ListWebhookDeliveriesError = ListWebhookDeliveriesErrors[keyof ListWebhookDeliveriesErrors];
+
+export type ListWebhookDeliveriesResponses = {
+    /**
+     * Successful Response
+     */
+    200: WebhookDeliveriesPublic;
+};
+
+export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];

@@ -14,7 +14,7 @@
 import { useMemo, useState, type ReactNode } from "react";
 import type { MetricStore } from "../api/liveMetrics";
 import { CHARTS, chartKeys, type ChartDef } from "../lib/charts";
-import { AXIS_NUMBERS, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, PERCENT_AXIS, PERCENT_FORMAT,
+import { axisNumbers, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, PERCENT_AXIS, PERCENT_FORMAT,
   valueFormat, wantsMarkers } from "../lib/chartLayout";
 import { plottable, type Series } from "../lib/series";
 import { ema } from "../lib/smoothing";
@@ -57,8 +57,10 @@ function shortNames(keys: string[]): Map<string, string> {
 const DASHES: Record<string, string> = { dot: "2 3", dash: "6 3", dashdot: "6 3 2 3" };
 
 interface LegendItem {
-  /** what show / hide toggles: the trace's name */
+  /** what show / hide toggles: the trace's name, or "run:<id>" / "key:<key>" for a whole run or key */
   name: string;
+  /** what the entry reads, when not `name` */
+  label?: string;
   color: string;
   dash: string;
   glyph: "line" | "marker" | "bar";
@@ -146,13 +148,19 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
   const panels = groupIntoPanels(mainKeys, declared, (key) => magnitudes.get(key) ?? 0);
   const axisId = (i: number) => (i === 0 ? "y" : `y${i + 1}`);
   const flagAxis = axisId(panels.length);
+  // a copy of the steps, never the store's array: it grows in place as points stream in, after this render
   const xOf = (s: Series, steps?: number[]) => options.xAxis === "time"
     ? (steps ? steps.map((st) => new Date(s.walls[s.steps.indexOf(st)] * 1000)) : s.walls.map((w) => new Date(w * 1000)))
-    : (steps ?? s.steps);
+    : (steps ?? s.steps.slice());
 
   const traces: Trace[] = [];
   const traceRun: number[] = [];
+  const traceKey: string[] = [];
   const legend: LegendItem[] = [];
+  // several runs and several lines each: a legend entry per run (its colour) and per key (its dash), not one per
+  // pair (2 runs x 4 keys read as 8 entries); each toggles all of its lines
+  const lineKeys = keys.filter((k) => !flagKeys.includes(k) && runs.some((r) => seriesOf(r.id, k)));
+  const factored = multiRun && lineKeys.length > 1;
   let longest = 0;
   for (const run of runs) for (const key of keys) longest = Math.max(longest, seriesOf(run.id, key)?.steps.length ?? 0);
 
@@ -173,13 +181,14 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
       if (dup[i] !== -1 && dash === "solid") dash = "dash";
       const width = hasCopies.has(i) ? 3.4 : dup[i] !== -1 ? 1.8 : 1.6; // the copy, dashed, over a wider original
       const markers = wantsMarkers(it.s.steps.length, longest);
-      const base = { x: xOf(it.s), customdata: it.s.steps, yaxis: axisId(p), type: "scatter" as const,
+      const base = { x: xOf(it.s), customdata: it.s.steps.slice(), meta: `${it.run.id}|${it.key}` /* what it draws: tests read it */, yaxis: axisId(p), type: "scatter" as const,
         mode: markers ? "lines+markers" as const : "lines" as const, ...(markers ? { marker: { size: 5, color } } : {}) };
       const y = plottable(it.s.values);
       const hovertemplate = `${it.name}: %{y:${fmt}}<extra>step %{customdata}</extra>`;
       if (options.smoothing > 0) {
         traces.push({ ...base, name: `${it.name} (raw)`, y, showlegend: false, opacity: 0.25, line: { color, width: 1, dash }, hoverinfo: "skip" });
         traceRun.push(it.run.id);
+        traceKey.push(it.key);
         const smooth = plottable(ema(it.s.values, options.smoothing));
         traces.push({ ...base, name: it.name, y: smooth, line: { color, width: Math.max(2, width), dash }, hovertemplate });
         panelValues[p].push(smooth);
@@ -188,9 +197,19 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
         panelValues[p].push(y);
       }
       traceRun.push(it.run.id);
-      legend.push({ name: it.name, color, dash, glyph: "line", ...(dup[i] !== -1 ? { note: `= ${items[dup[i]].name}` } : {}) });
+      traceKey.push(it.key);
+      if (!factored) legend.push({ name: it.name, color, dash, glyph: "line", ...(dup[i] !== -1 ? { note: `= ${items[dup[i]].name}` } : {}) });
     });
   });
+  if (factored) {
+    runs.forEach((run, r) => {
+      if (lineKeys.some((k) => seriesOf(run.id, k))) legend.push({ name: `run:${run.id}`, label: run.name, color: PALETTE[r % PALETTE.length], dash: "solid", glyph: "line" });
+    });
+    for (const key of lineKeys) {
+      legend.push({ name: `key:${key}`, label: names.get(key), color: dark ? "#9aa5b1" : "#52606d", glyph: "line",
+        dash: (["solid", "dot", "dash", "dashdot"] as const)[keys.indexOf(key) % 4] });
+    }
+  }
 
   // flags: a marker on the step axis (the bottom of the lowest panel) at every step where the flag is 1
   const flagged: { x: unknown; color: string }[] = [];
@@ -207,14 +226,15 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
       cliponaxis: false, marker: { symbol: "triangle-up", size: 11, color, line: { width: 1, color: dark ? "#111" : "#fff" } },
       hovertemplate: `${name}<extra>step %{customdata}</extra>` });
     traceRun.push(run.id);
+    traceKey.push(key);
     legend.push({ name, color, dash: "solid", glyph: "marker", note: steps.length ? `${steps.length} step${steps.length === 1 ? "" : "s"}` : "none" });
     for (const v of x) flagged.push({ x: v, color });
   }));
 
-  for (const t of traces) {
+  traces.forEach((t, i) => {
     const legendName = t.showlegend === false ? t.name.replace(/ \(raw\)$/, "") : t.name;
-    if (hidden.has(legendName)) t.visible = "legendonly";
-  }
+    if (hidden.has(legendName) || hidden.has(`run:${traceRun[i]}`) || hidden.has(`key:${traceKey[i]}`)) t.visible = "legendonly";
+  });
   const { layout: common, grid, muted } = baseLayout(dark);
   const domains = panelDomains(panels.length, PLOT_HEIGHT - MARGIN.t - MARGIN.b);
   const layout: Record<string, unknown> = {
@@ -233,7 +253,7 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
   panels.forEach((panel, i) => {
     const fixed = constantRange(panelValues[i], options.logY);
     layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = {
-      gridcolor: grid, zeroline: false, type: options.logY ? "log" : "linear", ...AXIS_NUMBERS, automargin: true,
+      gridcolor: grid, zeroline: false, type: options.logY ? "log" : "linear", ...axisNumbers(maxAbs(panelValues[i].flat())), automargin: true,
       domain: domains[i], anchor: "x", ...(panel.percent && !options.logY ? PERCENT_AXIS : {}),
       ...(fixed ? { range: fixed, autorange: false } : {}),
     };
@@ -241,12 +261,15 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
   if (flagKeys.length) {
     layout[`yaxis${panels.length + 1}`] = { overlaying: axisId(panels.length - 1), visible: false, range: [0, 1], fixedrange: true, autorange: false };
   }
+  // every value 0 (GRPO's single on-policy update): the flat line is right; the chart says why
+  const flatZero = def.zeroNote && keys.every((key) => runs.every((r) => (seriesOf(r.id, key)?.values ?? []).every((v) => v === 0 || Number.isNaN(v))))
+    ? def.zeroNote : undefined;
   // a new smoothing weight changes every y without changing the style: redraw, not append
   const resetKey = [[...hidden].join("|"), store.epoch, options.smoothing, options.xAxis, runs.map((r) => r.id).join("."),
     styleKey(traces, layout as Layout)].join(";");
   return (
     <ChartCard def={def} traces={traces} layout={layout as Layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
-      onPointClick={onPointClick ? (p) => {
+      note={flatZero} onPointClick={onPointClick ? (p) => {
         const idx = traces.findIndex((t) => t.name === p.traceName);
         const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
         if (idx !== -1 && Number.isFinite(step)) onPointClick(traceRun[idx], step);
@@ -281,7 +304,7 @@ function BreakdownChart({ def, store, runs, options, dark, onPointClick }: {
     ...common,
     barmode: "stack", barnorm: share ? "percent" : "", bargap: 0,
     xaxis: { gridcolor: grid, zeroline: false, title: { text: "" }, hoverformat: "d" },
-    yaxis: { gridcolor: grid, zeroline: false, ...AXIS_NUMBERS, automargin: true, ticksuffix: share ? "%" : " s", rangemode: "tozero",
+    yaxis: { gridcolor: grid, zeroline: false, ...axisNumbers(share ? 100 : maxAbs(bd.total)), automargin: true, ticksuffix: share ? "%" : " s", rangemode: "tozero",
       ...(share ? { range: [0, 100], autorange: false } : {}) },
   } as Layout;
   const stepsNote = bd.width > 1 ? ` · each bar the mean of ${bd.width} steps` : "";
@@ -332,7 +355,7 @@ function TimelineChart({ def, store, runs, dark, onPointClick }: {
   const { layout: common, grid } = baseLayout(dark);
   const layout = {
     ...common, barmode: "overlay",
-    xaxis: { gridcolor: grid, zeroline: false, ...AXIS_NUMBERS, ticksuffix: " s", title: { text: "" } },
+    xaxis: { gridcolor: grid, zeroline: false, ...axisNumbers(maxAbs(tl.rollout.concat(tl.train).map((x) => x.end))), ticksuffix: " s", title: { text: "" } },
     yaxis: { gridcolor: grid, zeroline: false, tickvals: LANES.map((l) => l.y), ticktext: LANES.map((l) => l.name),
       range: [-0.6, 1.6], fixedrange: true, automargin: true },
   } as Layout;
@@ -348,22 +371,25 @@ function TimelineChart({ def, store, runs, dark, onPointClick }: {
   );
 }
 
-function ChartCard({ def, traces, layout, resetKey, legend, hidden, toggle, onPointClick, titleExtra }: {
+function ChartCard({ def, traces, layout, resetKey, legend, hidden, toggle, onPointClick, titleExtra, note }: {
   def: ChartDef; traces: Trace[]; layout: Layout; resetKey: string; legend: LegendItem[]; hidden: ReadonlySet<string>;
   toggle: (name: string) => void; onPointClick?: (p: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
   titleExtra?: ReactNode;
+  /** a sentence under the title (why a flat line is right) */
+  note?: string;
 }) {
   return (
     <section className="card chart-card" data-chart={def.id} data-points={traces.reduce((n, t) => n + t.x.length, 0)}>
       <h3 className="chart-title">{def.title}{titleExtra}</h3>
+      {note && <p className="small muted chart-note" role="note" data-chart-note>{note}</p>}
       <Plot traces={traces} layout={layout} resetKey={resetKey} ariaLabel={def.title} height={PLOT_HEIGHT} onPointClick={onPointClick} />
       <ul className="chart-legend" aria-label={`${def.title} legend`}>
         {legend.map((l) => (
-          <li key={l.name} data-legend={l.name}>
+          <li key={l.name} data-legend={l.label ?? l.name}>
             <button type="button" className="link-like" aria-pressed={!hidden.has(l.name)} title="show / hide"
               onClick={() => toggle(l.name)}>
               <LegendGlyph item={l} />
-              {l.name}
+              {l.label ?? l.name}
               {l.note && <span className="legend-note">{l.note}</span>}
             </button>
           </li>

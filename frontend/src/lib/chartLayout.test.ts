@@ -1,15 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, valueFormat, wantsMarkers } from "./chartLayout";
+import { axisNumbers, constantRange, pointsForGrid, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, valueFormat, wantsMarkers } from "./chartLayout";
 
 describe("number formats", () => {
-  it("SI prefixes with 3 significant digits where plain digits would be long", () => {
-    expect(fmtSI(0.00073)).toBe("730µ");
-    expect(fmtSI(0.00152)).toBe("1.52m");
-    expect(fmtSI(1 / 256)).toBe("3.91m");
+  it("SI prefixes with 3 significant digits for large numbers, never below 1", () => {
+    expect(fmtSI(0.00073)).toBe("0.00073"); // no SI prefix below 1: "5m" reads as minutes
+    expect(fmtSI(0.00152)).toBe("0.00152");
+    expect(fmtSI(1 / 256)).toBe("0.00391");
     expect(fmtSI(12_845)).toBe("12.8k");
     expect(fmtSI(999_700)).toBe("1M"); // not "1000k"
-    expect(fmtSI(1e-6)).toBe("1µ");
-    expect(fmtSI(-2.5e-4)).toBe("-250µ");
+    expect(fmtSI(1e-6)).toBe("0.000001");
+    expect(fmtSI(1.5e-7)).toBe("1.5e-7");
+    expect(fmtSI(-2.5e-4)).toBe("-0.00025");
     expect(fmtSI(0.5)).toBe("0.5");
     expect(fmtSI(241.37)).toBe("241");
     expect(fmtSI(0)).toBe("0");
@@ -24,12 +25,19 @@ describe("number formats", () => {
     expect(fmtShare(NaN)).toBe("0%");
   });
   it("hover format from the panel's largest value", () => {
-    expect(valueFormat(0.0016)).toBe(".3~s");
+    expect(valueFormat(0.0016)).toBe(".3~g");
     expect(valueFormat(12_800)).toBe(".3~s");
     expect(valueFormat(0.8)).toBe(".4~g");
     expect(valueFormat(256)).toBe(".4~g");
     expect(valueFormat(0)).toBe(".4~g"); // an all-zero panel
     expect(maxAbs([0.1, null, NaN, -3, Infinity])).toBe(3);
+  });
+  it("axis ticks: SI from 1 up, plain decimals below (a loss axis reads 0.005, not 5m)", () => {
+    expect(axisNumbers(12_800)).toMatchObject({ exponentformat: "SI" });
+    expect(axisNumbers(1.4)).toMatchObject({ exponentformat: "SI" });
+    expect(axisNumbers(0.005)).toEqual({ tickformat: "~g", separatethousands: false });
+    expect(axisNumbers(0)).toEqual({ tickformat: "~g", separatethousands: false }); // all zero: 0, not 0m
+    expect(axisNumbers(2e-6)).toEqual({ tickformat: "~e", separatethousands: false }); // a learning rate: 2e-6, not 2µ
   });
 });
 
@@ -104,5 +112,15 @@ describe("flags and overlaps", () => {
     expect(wantsMarkers(6, 60)).toBe(true); // a validation every 10 steps
     expect(wantsMarkers(60, 60)).toBe(false);
     expect(wantsMarkers(20, 60)).toBe(false);
+  });
+});
+
+describe("points per series", () => {
+  it("about one per pixel of a chart's plot width", () => {
+    expect(pointsForGrid(1566)).toBe(431); // 1600 px window: 3 columns of ~515 px, ~431 px of plot each
+    expect(pointsForGrid(900)).toBe(361); // 2 columns
+    expect(pointsForGrid(400)).toBe(316); // 1 column
+    expect(pointsForGrid(100)).toBe(100);
+    expect(pointsForGrid(10_000)).toBeLessThanOrEqual(1000);
   });
 });

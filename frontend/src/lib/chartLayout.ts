@@ -14,18 +14,26 @@ export function maxAbs(values: Iterable<number | null>): number {
 
 /**
  * The d3 format of a panel's hover values, from the largest magnitude it shows: SI prefixes with 3
- * significant digits where plain digits would be long (12.8k tokens/s, 730µ, 1.52m), 4 significant digits
- * otherwise (0.5, 241.3).
+ * significant digits for large numbers (12.8k tokens/s), never below 1 — a loss of "5m" reads as five
+ * minutes — where small values keep their decimals (0.00073, 1e-7); 4 significant digits otherwise (0.5, 241.3).
  */
 export function valueFormat(max: number): string {
-  return max >= 1e4 || (max > 0 && max < 1e-2) ? ".3~s" : ".4~g";
+  return max >= 1e4 ? ".3~s" : max > 0 && max < 1e-2 ? ".3~g" : ".4~g";
 }
 
 /**
- * Plotly's tick labels for every value axis: one SI prefix shared by the ticks of an axis (0.5m 1m 1.5m,
- * 12k 12.5k, 1µ) once the axis reaches 10^-3 or 10^3, instead of 0.00073 / 0.00152 or 1.28e+4; Plotly picks
- * the digits from the tick spacing, so zooming in keeps labels distinct.
+ * Plotly's tick labels for a value axis whose largest |value| is `max`: one SI prefix shared by the ticks of an
+ * axis from 10^3 up (12k 12.5k, 1.2M) instead of 1.28e+4, Plotly picking the digits from the tick spacing so
+ * zooming in keeps labels distinct. Below 1 no prefix (0.005, not 5m, which reads as minutes): plain decimals,
+ * or below 10^-3 exponents on every tick (2e-6).
  */
+export function axisNumbers(max: number): Record<string, unknown> {
+  if (max >= 1) return AXIS_NUMBERS;
+  // tiny values (a learning rate): one notation for every tick (1e-6 9e-7), not 0.000001 beside 9e-7
+  return { tickformat: max > 0 && max < 1e-3 ? "~e" : "~g", separatethousands: false };
+}
+
+/** The tick labels of an axis of large numbers (see axisNumbers). */
 export const AXIS_NUMBERS = { exponentformat: "SI", minexponent: 2, separatethousands: false } as const;
 
 /** A fraction's axis: percent from 0, digits as the ticks need them (0.1% 0.2%, 25% 50%). */
@@ -33,12 +41,13 @@ export const PERCENT_AXIS = { tickformat: "~%", rangemode: "tozero" } as const;
 /** ...and its hover values: up to 3 decimals of a percent (0.391%). */
 export const PERCENT_FORMAT = ".3~%";
 
-/** A number for text (legend notes, bar hovers): 3 significant digits, SI prefix beyond 10^4 and below 10^-2. */
+/** A number for text (legend notes, bar hovers): 3 significant digits, SI prefix from 10^4 up; below 1 plain
+ *  decimals (0.00073, "730µ s" reads badly and "5m" as minutes), an exponent only past 10^-6. */
 export function fmtSI(v: number, digits = 3): string {
   if (!Number.isFinite(v)) return String(v);
   const a = Math.abs(v);
   if (a === 0) return "0";
-  if (a >= 1e-2 && a < 1e4) return String(Number(v.toPrecision(digits)));
+  if (a < 1e4) return String(Number(v.toPrecision(digits)));
   const prefixes = ["p", "n", "µ", "m", "", "k", "M", "G", "T"];
   let exp = Math.max(-4, Math.min(4, Math.floor(Math.log10(a) / 3)));
   let scaled = Number((v / 10 ** (3 * exp)).toPrecision(digits));
@@ -170,4 +179,16 @@ export function constantRange(values: readonly (readonly (number | null)[])[], l
  *  chart's longest (a validation every 10 steps) reads better as dots. */
 export function wantsMarkers(points: number, longest: number): boolean {
   return points <= 3 || points * 4 <= longest;
+}
+
+/**
+ * Points per series for a grid of charts `gridPx` wide (styles.css: columns of at least `minColPx`, `gapPx` apart;
+ * `chromePx` of card padding and axis margins around each plot): about one per pixel of a plot's width — the
+ * server's min/max buckets two pixels wide, as W&B buckets a series to the chart's width. More points than
+ * pixels draw nothing new and cost the query, the payload and Plotly's draw. Within [100, 1000].
+ */
+export function pointsForGrid(gridPx: number, minColPx = 440, gapPx = 11, chromePx = 84): number {
+  const cols = Math.max(1, Math.floor((gridPx + gapPx) / (minColPx + gapPx)));
+  const plot = (gridPx - gapPx * (cols - 1)) / cols - chromePx;
+  return Math.max(100, Math.min(1000, Math.round(plot)));
 }

@@ -34,6 +34,8 @@ export interface ChartDef {
   timeline?: boolean;
   /** shown in place of the chart when the run has metrics but none of this chart's keys */
   absent?: string;
+  /** shown under the title when every value the chart draws is 0 (a flat line that is right, and why) */
+  zeroNote?: string;
   /** with a pattern: which of the matched keys to draw, in legend order (the pattern alone cannot say "the
    *  variable whose best@N is val-core" or order k numerically) */
   pick?: (matched: string[]) => string[];
@@ -95,7 +97,10 @@ export const CHARTS: ChartDef[] = [
   { id: "response-length", title: "Response length (tokens)", keys: ["response_length/mean", "response_length/max"],
     panels: [{ keys: ["response_length/clip_ratio"], title: "clip ratio: answers cut at the length limit", percent: true }] },
   { id: "update", title: "Update size: ppo_kl (old → new policy within a step) and clip fraction", keys: ["actor/ppo_kl"],
-    panels: [{ keys: ["actor/pg_clipfrac"], title: "clip fraction: tokens whose ratio was clipped", percent: true }] },
+    panels: [{ keys: ["actor/pg_clipfrac"], title: "clip fraction: tokens whose ratio was clipped", percent: true }],
+    zeroNote: "Flat at 0, as expected here: each step made one on-policy update (one epoch over one mini-batch, the whole "
+      + "batch), so the old and new policy are the same: no KL between them, nothing to clip. With several mini-batches or "
+      + "epochs a step, it shows how far the later updates move." },
   { id: "grad-norm", title: "Grad norms (▲ on the step axis: update skipped, non-finite gradient)", keys: ["actor/grad_norm", "critic/grad_norm"],
     flags: { keys: ["actor/grad_norm_nonfinite", "critic/grad_norm_nonfinite"], label: "update skipped" } },
   { id: "lr", title: "Learning rate", keys: ["actor/lr", "critic/lr"] },

@@ -1,5 +1,5 @@
 /** Compare: overlay charts of the selected runs, the config keys that differ, final/best metrics. */
-import { useMemo } from "react";
+import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { useLiveMetrics } from "../../api/liveMetrics";
 import { isActive, useRuns, useRunsById } from "../../api/queries";
@@ -10,6 +10,7 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { PALETTE } from "../../components/useTheme";
+import { pointsForGrid } from "../../lib/chartLayout";
 import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
@@ -20,18 +21,34 @@ import { URL_CONTROL } from "../../lib/urlControl";
 // the staleness keys are always asked for (absent for most runs); the chart is drawn when one of the runs is async
 const COMPARE_QUERY = chartQuery(withStaleness(COMPARE_CHARTS, true));
 
-/** Rows of the final/best table: key pattern, and which direction is "best". */
-const SUMMARY: { match: RegExp; best: "max" | "min" | null }[] = [
-  { match: /^critic\/score\/mean$/, best: "max" },
-  { match: /^val-core\/.+\/(acc|reward)\/mean@\d+$/, best: "max" },
-  { match: /^actor\/pg_loss$/, best: null },
-  { match: /^critic\/vf_loss$/, best: "min" },
-  { match: /^actor\/(reward_kl_penalty|kl_loss)$/, best: null },
-  { match: /^actor\/entropy$/, best: null },
-  { match: /^response_length\/mean$/, best: null },
-  { match: /^perf\/throughput$/, best: "max" },
-  { match: /^training\/off_policy\/trajectory_staleness\/mean$/, best: null },
+/** Rows of the final/best table, in the order a reader looks: held-out score, training reward, KL, entropy, length,
+ *  then the losses and speed; staleness (asynchronous runs only) last. `best`: which direction is better, null
+ *  where neither is (`why` says so in the table). */
+const SUMMARY: { match: RegExp; label: string; best: "max" | "min" | null; why?: string; offPolicyOnly?: boolean }[] = [
+  { match: /^val-core\/.+\/(acc|reward)\/mean@\d+$/, label: "held-out score", best: "max" },
+  { match: /^critic\/score\/mean$/, label: "training score", best: "max" },
+  { match: /^critic\/rewards\/mean$/, label: "training reward", best: "max" },
+  { match: /^actor\/(reward_kl_penalty|kl_loss)$/, label: "KL to the reference", best: null,
+    why: "neither higher nor lower is better: a healthy KL stays in a range (about 0.01–0.1)" },
+  { match: /^actor\/entropy$/, label: "entropy", best: null,
+    why: "neither is better: entropy falls as the policy grows sure; a collapse to 0 is the alarm" },
+  { match: /^response_length\/mean$/, label: "response length", best: null,
+    why: "neither is better: the right length depends on the task" },
+  { match: /^actor\/pg_loss$/, label: "actor loss", best: null,
+    why: "neither is better: the policy-gradient loss is not a measure of progress (it centres on 0)" },
+  { match: /^critic\/vf_loss$/, label: "critic loss", best: "min" },
+  { match: /^perf\/throughput$/, label: "throughput", best: "max" },
+  { match: /^training\/off_policy\/trajectory_staleness\/mean$/, label: "staleness", best: null, offPolicyOnly: true,
+    why: "neither is better in itself: staleness is what asynchrony costs" },
 ];
+
+/** The table's rows: known keys in SUMMARY's order (then by key); asynchronous-only rows only where a run is one. */
+function summaryRows(keys: string[], offPolicy: boolean) {
+  return keys.map((key) => ({ key, at: SUMMARY.findIndex((s) => s.match.test(key)) }))
+    .filter(({ at }) => at !== -1 && (offPolicy || !SUMMARY[at].offPolicyOnly))
+    .sort((a, b) => a.at - b.at || a.key.localeCompare(b.key))
+    .map(({ key, at }) => ({ key, ...SUMMARY[at] }));
+}
 
 export function ComparePage() {
   const [params, setParams] = useSearchParams();
@@ -47,7 +64,9 @@ export function ComparePage() {
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
   const liveIds = runs.filter((r) => isActive(r.status)).map((r) => r.id);
   // one request for every chart, sent at once (the server expands the key patterns): no list of keys first
-  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, 500, undefined, COMPARE_QUERY.patterns); // ~2 points per pixel column
+  // about a point per pixel of a chart's width (main is at most 1600 px wide, 1.2rem padded): no more than it can show
+  const [maxPoints] = useState(() => pointsForGrid(Math.min(window.innerWidth, 1600) - 34));
+  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, maxPoints, undefined, COMPARE_QUERY.patterns);
   const wanted = useMemo(() => {
     const keys = new Set<string>();
     for (const run of store.byRun.values()) for (const k of run.keys()) keys.add(k);
@@ -60,7 +79,7 @@ export function ComparePage() {
   const offPolicy = runs.some((r) => isAsyncConfig(r.resolved_config as Record<string, unknown> | undefined))
     || [...store.byRun.values()].some((series) => loggedOffPolicy(series));
   const charts = useMemo(() => withStaleness(COMPARE_CHARTS, offPolicy), [offPolicy]);
-  const summaryKeys = wanted.filter((k) => SUMMARY.some((s) => s.match.test(k)));
+  const summary = summaryRows(wanted, offPolicy);
   const loadError = runQueries.find((q) => q.error)?.error;
 
   return (
@@ -85,24 +104,25 @@ export function ComparePage() {
 
               <section className="card">
                 <h2>Final and best metrics</h2>
-                {summaryKeys.length === 0 ? <div className="muted">No metrics yet.</div> : (
+                {summary.length === 0 ? <div className="muted">No metrics yet.</div> : (
                   <div className="table-wrap">
                     <table className="summary-table">
                       <thead><tr><th>Metric</th>{runs.map((r) => <th key={r.id} className="num" colSpan={2}>{r.name || `run ${r.id}`}</th>)}</tr>
                         <tr><th />{runs.map((r) => [<th key={`${r.id}f`} className="num">final</th>, <th key={`${r.id}b`} className="num">best</th>])}</tr></thead>
                       <tbody>
-                        {summaryKeys.map((key) => {
-                          const dir = SUMMARY.find((s) => s.match.test(key))!.best;
+                        {summary.map(({ key, label, best: dir, why }) => {
                           return (
-                            <tr key={key}>
-                              <td className="mono small">{key}</td>
+                            <tr key={key} data-key={key}>
+                              <td><span>{label}</span> <span className="mono small muted">{key}</span>
+                                {dir && <span className="small muted"> · {dir === "max" ? "higher" : "lower"} is better</span>}</td>
                               {runs.map((r) => {
                                 const s = store.byRun.get(r.id)?.get(key);
                                 const fin = lastFinite(s);
                                 const b = dir ? best(s, dir) : null;
                                 return [
                                   <td key={`${r.id}f`} className="num">{fmtNum(fin?.value ?? null)}</td>,
-                                  <td key={`${r.id}b`} className="num" title={b ? `at step ${b.step}` : undefined}>{dir ? fmtNum(b?.value ?? null) : ""}</td>,
+                                  dir ? <td key={`${r.id}b`} className="num" title={b ? `at step ${b.step}` : undefined}>{fmtNum(b?.value ?? null)}</td>
+                                    : <td key={`${r.id}b`} className="num muted" title={why} data-no-best>n/a</td>,
                                 ];
                               })}
                             </tr>
@@ -110,6 +130,8 @@ export function ComparePage() {
                         })}
                       </tbody>
                     </table>
+                    <p className="small muted">best: the highest (or lowest) value a run reached, at the step its tooltip names; n/a
+                      where neither direction is better (hover for why).</p>
                   </div>
                 )}
               </section>

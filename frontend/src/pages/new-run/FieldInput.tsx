@@ -9,6 +9,8 @@ interface Props {
   raw: Raw;
   changed: boolean;
   error?: string;
+  /** what the run will use where the engine derives it (a micro-batch's "auto" or capped value) */
+  planned?: string;
   onChange: (raw: Raw) => void;
 }
 
@@ -16,7 +18,7 @@ export function fieldDomId(key: string): string {
   return `field-${key.replace(/[^\w]/g, "-")}`;
 }
 
-export function FieldInput({ field, raw, changed, error, onChange }: Props) {
+export function FieldInput({ field, raw, changed, error, planned, onChange }: Props) {
   const id = fieldDomId(field.key);
   const describedBy = [field.description ? `${id}-help` : "", error ? `${id}-error` : ""].filter(Boolean).join(" ") || undefined;
   const common = { id, "aria-describedby": describedBy, "aria-invalid": error ? true : undefined, "data-key": field.key };
@@ -66,6 +68,7 @@ export function FieldInput({ field, raw, changed, error, onChange }: Props) {
       <label htmlFor={id}>{field.label}{changed && <span className="badge neutral small" title="differs from the starting point">edited</span>}</label>
       <span className="key">{field.key}</span>
       {input}
+      {planned && <span className="help planned" data-planned>{planned}</span>}
       {field.description && <span id={`${id}-help`} className="help">{field.description}</span>}
       {error && <span id={`${id}-error`} className="field-error" role="alert">{error}</span>}
     </div>

@@ -7,7 +7,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { ApiError } from "../../api/client";
-import { qk, runWrites } from "../../api/queries";
+import { qk, runWrites, useConfigPlan } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
 import { flatten, sameValue, unflatten } from "../../lib/configDiff";
 import { essentialsFirst, fieldsFromSchema, type Field } from "../../lib/schemaForm";
@@ -77,6 +77,33 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
     else if (!sameValue(v.value, base[key] ?? null)) changed[key] = v.value;
   }
 
+  // what the engine will use where it derives a value: ask it (debounce-free: one small request per edit)
+  const planBody = useMemo(() => parent ? { config: unflatten({ ...flatten(parent.resolved_config), ...changed }) as Record<string, unknown> }
+    : { preset, config: unflatten(changed) as Record<string, unknown> }, [parent, preset, JSON.stringify(changed)]); // eslint-disable-line react-hooks/exhaustive-deps
+  const plan = useConfigPlan(planBody, Object.keys(clientErrors).length === 0);
+  const planned = useMemo(() => plan.data ? flatten(plan.data.resolved_config) : null, [plan.data]);
+  const plannedNote = (f: Field): string | undefined => {
+    if (!planned || !/micro_batch_size_per_gpu$/.test(f.key) || !(f.key in planned)) return undefined;
+    const use = planned[f.key];
+    const v = valueOf(f, rawFor(f));
+    const gpuNote = planned["trainer.auto_micro_batch"] === true ? "; on a GPU, trainer.auto_micro_batch may size it from free memory instead" : "";
+    if (!v.ok) return undefined;
+    if (v.value === null || v.value === undefined) return `auto: the run uses ${String(use)}${gpuNote}`;
+    if (!sameValue(v.value, use as HydraValue)) return `the run uses ${String(use)}: ${String(v.value)} is capped at the mini-batch each worker trains on${gpuNote}`;
+    return gpuNote ? `the run uses ${String(use)}${gpuNote}` : undefined;
+  };
+
+  // no critic (GRPO, RLOO, ... : critic.enable unset and an estimator other than gae): its fields are noise here
+  const current = (key: string) => {
+    const f = byKey.get(key);
+    const v = f ? valueOf(f, rawFor(f)) : null;
+    return v && v.ok ? v.value : undefined;
+  };
+  const criticEnable = current("critic.enable");
+  const estimator = current("algorithm.adv_estimator");
+  const hasCritic = criticEnable === true || ((criticEnable === null || criticEnable === undefined) && estimator === "gae");
+  const shown = (f: Field) => hasCritic || !f.key.startsWith("critic.") || f.key === "critic.enable" || f.key in edits;
+
   const setField = (key: string, raw: Raw) => {
     setEdits((e) => ({ ...e, [key]: raw }));
     setServerErrors(({ [key]: _drop, ...rest }) => rest);
@@ -132,10 +159,11 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   };
 
   const renderField = (f: Field) => (
-    <FieldInput key={f.key} field={f} raw={rawFor(f)} changed={f.key in changed}
+    <FieldInput key={f.key} field={f} raw={rawFor(f)} changed={f.key in changed} planned={plannedNote(f)}
       error={clientErrors[f.key] ?? serverErrors[f.key]} onChange={(raw) => setField(f.key, raw)} />
   );
-  const filteredAdvanced = advanced.filter((f) => !advancedFilter || f.key.includes(advancedFilter) || f.description.toLowerCase().includes(advancedFilter.toLowerCase()));
+  const shownGroups = groups.map((g) => ({ ...g, fields: g.fields.filter(shown) })).filter((g) => g.fields.length > 0);
+  const filteredAdvanced = advanced.filter(shown).filter((f) => !advancedFilter || f.key.includes(advancedFilter) || f.description.toLowerCase().includes(advancedFilter.toLowerCase()));
   const sections = [...new Set(filteredAdvanced.map((f) => f.section))];
   const changedCount = Object.keys(changed).length;
 
@@ -164,10 +192,12 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
 
       <section className="card">
         <h2>Essentials</h2>
-        <div className="form-section">{essentials.map(renderField)}</div>
+        {!hasCritic && <p className="small muted" data-no-critic>No critic: {String(estimator)} takes its advantages from the
+          rewards without a value model, so the critic's settings are hidden (critic.enable=true shows them).</p>}
+        <div className="form-section">{essentials.filter(shown).map(renderField)}</div>
       </section>
 
-      {groups.map((g) => <FieldGroupCard key={g.name} group={g} renderField={renderField} />)}
+      {shownGroups.map((g) => <FieldGroupCard key={g.name} group={g} renderField={renderField} />)}
 
       <details className="card" open={advancedOpen} onToggle={(e) => setAdvancedOpen((e.target as HTMLDetailsElement).open)}>
         <summary><strong>Advanced</strong> <span className="muted small">— {advanced.length} more keys</span></summary>

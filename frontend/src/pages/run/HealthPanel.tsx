@@ -22,10 +22,11 @@ export function HealthPanel({ health, runId }: { health: RunHealth | undefined; 
         <div className="alarm-banner" role="alert">
           {firing.map((a) => <FiringAlarm key={a.id} alarm={a} runId={runId} />)}
         </div>
+      ) : health.checked_step == null ? (
+        // nothing judged yet (a queued run, or one still at its first step): "no alarm" would claim a check
+        <p className="small muted health-unjudged" data-judged="no">Health not judged yet: it is judged from the first step's metrics on.</p>
       ) : (
-        <p className="small muted health-ok">
-          No health alarm{health.checked_step != null ? ` (judged up to step ${health.checked_step})` : ""}.
-        </p>
+        <p className="small muted health-ok" data-judged="yes">No health alarm (judged up to step {health.checked_step}).</p>
       )}
       {findings.map((a) => (
         <div key={a.id} className="alarm alarm-warning health-finding small" role="note" data-alarm-id={a.id}

@@ -23,9 +23,12 @@ export function useLogTail(runId: number) {
   return { lines: lines.slice(-KEEP), append, loading: history.isLoading, error: history.error };
 }
 
+/** One record a row: long records scroll sideways, or (wrap on) wrap with the continuation indented under the first
+ *  line, so a wrapped record never reads as two. */
 export function LogTail({ state }: { state: ReturnType<typeof useLogTail> }) {
-  const ref = useRef<HTMLPreElement>(null);
+  const ref = useRef<HTMLDivElement>(null);
   const [follow, setFollow] = useState(true);
+  const [wrap, setWrap] = useState(false);
   useEffect(() => {
     if (follow && ref.current) ref.current.scrollTop = ref.current.scrollHeight;
   }, [state.lines.length, follow]);
@@ -34,14 +37,17 @@ export function LogTail({ state }: { state: ReturnType<typeof useLogTail> }) {
   if (!state.lines.length) return <div className="muted">No log lines yet.</div>;
   return (
     <>
-      <pre ref={ref} className="log-tail" tabIndex={0} aria-label="log"
+      <div ref={ref} className={`log-tail${wrap ? " wrap" : ""}`} tabIndex={0} role="log" aria-label="log"
         onScroll={(e) => {
           const el = e.currentTarget;
           setFollow(el.scrollHeight - el.scrollTop - el.clientHeight < 20);
         }}>
-        {state.lines.map((l) => l.text).join("\n")}
-      </pre>
-      {!follow && <button type="button" className="link-button" onClick={() => setFollow(true)}>follow ↓</button>}
+        {state.lines.map((l) => <div key={l.key} className="log-line">{l.text || "\u00a0"}</div>)}
+      </div>
+      <div className="row small">
+        <label><input type="checkbox" checked={wrap} onChange={(e) => setWrap(e.target.checked)} /> wrap long lines</label>
+        {!follow && <button type="button" className="link-button" onClick={() => setFollow(true)}>follow ↓</button>}
+      </div>
     </>
   );
 }

@@ -4,7 +4,7 @@ import { useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { onHealthStreamEvent, useRunHealth } from "../../api/health";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { downloads, isActive, qk, runWrites, useExperiments, useRun } from "../../api/queries";
+import { downloads, isActive, qk, runWrites, useExperiments, useRun, useRunQueue } from "../../api/queries";
 import { DownloadMenu } from "../../components/DownloadMenu";
 import type { RunPublic } from "../../client/types.gen";
 import { fmtDuration, Progress, StatusBadge } from "../../components/Badges";
@@ -20,6 +20,7 @@ import { ConfigView } from "./ConfigView";
 import { HealthPanel } from "./HealthPanel";
 import { LogTail, useLogTail } from "./LogTail";
 import { RunManage } from "./RunManage";
+import { WebhookPanel } from "./WebhookPanel";
 
 export function RunPage() {
   const runId = Number(useParams().runId);
@@ -124,6 +125,7 @@ function RunView({ run }: { run: RunPublic }) {
       {run.error && run.status !== "cancelled" && (
         <div className="notice error" role="alert"><strong>{run.status}:</strong> <span className="mono">{run.error}</span></div>
       )}
+      {(run.status === "queued" || run.status === "starting") && <QueueNote runId={run.id} />}
       {health.error ? <ErrorBox error={health.error} /> : <HealthPanel health={health.data} runId={run.id} />}
 
       <ChartControls options={options} onChange={setOptions} />
@@ -142,7 +144,23 @@ function RunView({ run }: { run: RunPublic }) {
         <section className="card"><h2>Log</h2><LogTail state={logs} /></section>
         <section className="card"><h2>Config</h2><ConfigView config={run.resolved_config} edited={run.config} /></section>
       </div>
+      <WebhookPanel runId={run.id} active={active} />
       <RunManage key={`${run.id}-${run.name}-${(run.tags ?? []).join(",")}-${run.notes?.length ?? 0}`} run={run} />
     </div>
+  );
+}
+
+/** A run that has not started says why: its place in the queue, the run(s) holding the concurrency limit. */
+function QueueNote({ runId }: { runId: number }) {
+  const queue = useRunQueue(runId, true);
+  if (queue.error) return <ErrorBox error={queue.error} />;
+  const q = queue.data;
+  if (!q?.waiting || !q.reason) return null;
+  return (
+    <p className="notice small" role="status" data-queue-position={q.position ?? ""}>
+      <strong>{q.status === "queued" ? "Queued" : "Starting"}:</strong> {q.reason}
+      {(q.in_flight ?? []).length > 0 && q.status === "queued" && <> {(q.in_flight ?? []).slice(0, 3).map((r, i) => (
+        <span key={r.id}>{i ? ", " : "See "}<Link to={`/runs/${r.id}`}>run {r.id}</Link></span>))}.</>}
+    </p>
   );
 }

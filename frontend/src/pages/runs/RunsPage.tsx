@@ -112,6 +112,7 @@ export function RunsPage() {
         <button type="button" disabled={selected.length < 2} onClick={() => navigate(`/compare?runs=${selected.join(",")}`)}>
           Compare {selected.length ? `(${selected.length})` : ""}
         </button>
+        <Link className="button" to="/runs/import" title="a verl or TensorBoard run made elsewhere">Import</Link>
         <Link className="button primary" to="/runs/new">New run</Link>
       </>}>Runs</PageTitle>
 

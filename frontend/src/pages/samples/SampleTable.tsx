@@ -13,8 +13,8 @@ const ROW = 28;
 const VIEWPORT = 560;
 
 const COLUMNS: { id: SortColumn | "answer" | "question" | "first"; label: string; title?: string }[] = [
-  { id: "prompt", label: "prompt" },
-  { id: "answer", label: "#", title: "the answer's position in its step" },
+  { id: "prompt", label: "prompt", title: "which of the step's prompts it answers (#3: the step's 4th prompt; its answers form a group)" },
+  { id: "answer", label: "answer", title: "the answer's position among the step's answers, from 0 (sample_index)" },
   { id: "score", label: "score" },
   { id: "advantage", label: "advantage", title: "mean over the answer's tokens" },
   { id: "length", label: "length", title: "response tokens" },
@@ -43,7 +43,7 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
   const versions = useMemo(() => offPolicyRows(rows), [rows]);
   const columns = [...COLUMNS.slice(0, 5), ...(gap ? [MISMATCH_COLUMN] : []), ...(turns ? [TURNS_COLUMN] : []),
     ...(versions ? [VERSION_COLUMN] : []), ...COLUMNS.slice(5)];
-  const grid = { gridTemplateColumns: `70px 50px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}${versions ? "110px " : ""}minmax(0, 1fr) minmax(0, 1fr)` };
+  const grid = { gridTemplateColumns: `70px 62px 70px 90px 60px ${gap ? "110px " : ""}${turns ? "70px " : ""}${versions ? "110px " : ""}minmax(0, 1fr) minmax(0, 1fr)` };
   const [scrollTop, setScrollTop] = useState(0);
   const [start, end] = visibleWindow(scrollTop, VIEWPORT, ROW, shown.length);
   const header = (c: { id: string; label: string; title?: string }) => {
@@ -70,6 +70,10 @@ export function SampleTable({ rows, sort, onSort, filter, onFilter, onOpen, tota
           {total > rows.length && ` (the first ${rows.length} of ${total})`} · click a column to sort, a row to open its group
         </span>
       </div>
+      <p className="small muted st-legend" data-table-legend>
+        <strong>prompt</strong> #n: the step's prompt it answers, from 0 (its answers are a group) ·{" "}
+        <strong>answer</strong>: its position among the step's answers, from 0 · <strong>length</strong>: response tokens
+      </p>
       <div role="table" aria-label="answers" aria-rowcount={shown.length + 1} className="sample-table">
         <div role="rowgroup"><div role="row" className="st-row st-head" style={grid}>{columns.map(header)}</div></div>
         <div role="rowgroup" className="st-body" style={{ height: Math.min(VIEWPORT, Math.max(ROW, shown.length * ROW)) }}

@@ -6,7 +6,7 @@
  * user pauses or picks a step. All choices live in the URL.
  */
 import { useQueryClient } from "@tanstack/react-query";
-import { useMemo } from "react";
+import { useEffect, useMemo, useRef } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useEventSource } from "../../api/live";
 import { downloads, isActive, qk, useRun, useRunTools, useSampleRows, useSampleSteps, useSamples, useStepOverlaps, type SampleQuery } from "../../api/queries";
@@ -19,13 +19,15 @@ import { SHADES, type Shade } from "../../components/TokenView";
 import { isTrajectory, turnQuery } from "../../lib/conversation";
 import { fmtNum } from "../../lib/format";
 import { parseSort, sortParam } from "../../lib/sampleTable";
-import { pageSummary } from "../../lib/samplesPage";
+import { arrivals, countLine, newestComplete, pageSummary, stepId } from "../../lib/samplesPage";
 import { isAsyncConfig, offPolicyRows } from "../../lib/staleness";
 import { advantageRule, GroupView, groupSamples } from "./GroupView";
 import { SampleTable } from "./SampleTable";
 import { URL_CONTROL } from "../../lib/urlControl";
 
-const PAGE = 200;
+/** Answers a page: a list card is ~180 px tall, so 200 made a 36,000 px page (slow to open for a 512-answer step);
+ *  the group view keeps a larger page so that a prompt's answers stay together. */
+const PAGE: Record<"list" | "groups", number> = { list: 40, groups: 200 };
 type View = "list" | "groups" | "table";
 
 export function SamplesPage() {
@@ -36,9 +38,12 @@ export function SamplesPage() {
   const steps = useSampleSteps(runId);
   const split = (params.get("split") === "val" ? "val" : "train") as "train" | "val";
   const stepList = useMemo(() => (steps.data?.data ?? []).filter((s) => s.split === split), [steps.data, split]);
+  const active = isActive(run.data?.status);
+  // while the run trains, its newest step may be half ingested (its answers come a few dozen a request)
+  const arrived = useMemo(() => arrivals(steps.data?.data ?? [], active), [steps.data, active]);
   const requested = params.get("step") !== null ? Number(params.get("step")) : null;
-  // the step asked for, else the newest; a step without samples snaps to the nearest one that has them
-  const stepIndex = stepList.length === 0 ? -1 : requested === null ? stepList.length - 1
+  // the step asked for, else the newest complete one; a step without samples snaps to the nearest one that has them
+  const stepIndex = stepList.length === 0 ? -1 : requested === null ? newestComplete(stepList, arrived)
     : stepList.reduce((best, s, i) => (Math.abs(s.step - requested) < Math.abs(stepList[best].step - requested) ? i : best), 0);
   // a link names its step: ask for its samples at once rather than after the list of steps (one round trip
   // less before the first paint); once the list is in, a step without samples snaps as above
@@ -54,14 +59,15 @@ export function SamplesPage() {
   if (params.get("source")) filters.data_source = params.get("source")!;
   Object.assign(filters, turnQuery(params));
   if (params.get("stale") === "1") filters.stale = true;
-  const query: SampleQuery = { ...filters, limit: PAGE, skip: page * PAGE, order: "prompt_index",
+  const pageSize = PAGE[view === "groups" ? "groups" : "list"];
+  const query: SampleQuery = { ...filters, limit: pageSize, skip: page * pageSize, order: "prompt_index",
     ...(prompt !== null && Number.isFinite(prompt) ? { prompt_index: prompt } : {}) };
   const samples = useSamples(runId, query, step !== null && view !== "table");
   const { step: _s, ...rowFilters } = filters;
   const rows = useSampleRows(runId, { ...rowFilters, step: step !== null ? [step] : [], limit: 50_000 }, step !== null && view === "table");
 
   // live: while the run can still log samples, new steps arrive over its event stream (unless paused)
-  const active = isActive(run.data?.status);
+  const refreshStep = useRefreshWhenIdle([qk.samplesOf(runId), qk.sampleRowsOf(runId)]);
   const paused = params.get("live") === "0";
   const following = active && !paused && requested === null;
   const live = useEventSource(active && !paused ? `/api/v1/runs/${runId}/events` : null, {
@@ -70,10 +76,7 @@ export function SamplesPage() {
       void qc.invalidateQueries({ queryKey: qk.runTools(runId) });  // answers may call a tool for the first time
       const batches = (data as { batches?: { step: number; split: string }[] } | null)?.batches ?? [];
       // more answers of the step on screen: refresh it too
-      if (batches.some((b) => b.step === step && b.split === split)) {
-        void qc.invalidateQueries({ queryKey: qk.samplesOf(runId) });
-        void qc.invalidateQueries({ queryKey: qk.sampleRowsOf(runId) });
-      }
+      if (batches.some((b) => b.step === step && b.split === split)) refreshStep();
     },
     status: () => void qc.invalidateQueries({ queryKey: qk.run(runId) }),
     // (re)connected, e.g. after a pause: steps logged meanwhile came with no event
@@ -90,6 +93,13 @@ export function SamplesPage() {
       if (!("page" in patch)) next.delete("page");
       return next;
     }, URL_CONTROL);
+
+  const shownArrival = stepIndex >= 0 ? arrived.get(stepId(stepList[stepIndex])) : undefined;
+  // following the run while its newest step arrives: say so beside the step on screen
+  const newest = stepList.length ? stepList[stepList.length - 1] : null;
+  const newestArrival = newest ? arrived.get(stepId(newest)) : undefined;
+  const arrivingNote = newest && newest.step !== step && newestArrival?.complete === false
+    ? ` (step ${newest.step} arriving: ${countLine(newest.count, newestArrival)})` : "";
 
   const data = samples.data?.data ?? [];
   const sources = useMemo(() => [...new Set(data.map((s) => s.data_source).filter(Boolean))] as string[], [data]);
@@ -136,7 +146,7 @@ export function SamplesPage() {
       {active && (
         <div className="row small live-badge" data-live={following ? "following" : paused ? "paused" : "pinned"}>
           {following ? <>
-            <span title="new steps appear as the run logs them">{live === "live" ? "● live" : live}: showing the newest step as it arrives</span>
+            <span title="a step appears once all its answers are in">{live === "live" ? "● live" : live}: showing the newest complete step{arrivingNote}</span>
             <button type="button" onClick={() => set({ live: "0", step: step !== null ? String(step) : null })}>Pause</button>
           </> : <>
             <span className="muted">{paused ? "Paused" : `Showing step ${step}`}: the run is still training{stepList.length && step !== stepList[stepList.length - 1].step ? ` (newest step ${stepList[stepList.length - 1].step})` : ""}.</span>
@@ -157,7 +167,8 @@ export function SamplesPage() {
               <label htmlFor="step-slider"><strong>Step {step}</strong></label>
               <input id="step-slider" type="range" min={0} max={stepList.length - 1} value={stepIndex}
                 aria-valuetext={`step ${step}`} onChange={(e) => set({ step: String(stepList[Number(e.target.value)].step) })} />
-              <span className="small muted" title="every answer of this step and split, before the filters">{stepList[stepIndex].count} answer{stepList[stepIndex].count === 1 ? "" : "s"} · mean score {fmtNum(stepList[stepIndex].mean_score ?? null, 3)}</span>
+              <span className="small muted" title="every answer of this step and split, before the filters">{countLine(stepList[stepIndex].count, shownArrival)} · mean score{shownArrival?.complete === false ? " so far" : ""} {fmtNum(stepList[stepIndex].mean_score ?? null, 3)}</span>
+              {shownArrival?.complete === false && <span className="badge neutral" data-arriving title="the run is still sending this step's answers">still arriving</span>}
               <div className="segmented" role="group" aria-label="split">
                 <button type="button" aria-pressed={split === "train"} onClick={() => set({ split: null, step: null })}>train</button>
                 <button type="button" aria-pressed={split === "val"} onClick={() => set({ split: "val", step: null })}>val</button>
@@ -220,17 +231,14 @@ export function SamplesPage() {
             <>
               {staleNote}
               <div className="row small muted">
-                <span data-page-summary>{stale ? `step ${shownStep}: ` : ""}{pageSummary(samples.data!.count, PAGE, page * PAGE, data.length, groups.map((g) => g.samples.length))}</span>
+                <span data-page-summary>{stale ? `step ${shownStep}: ` : ""}{pageSummary(samples.data!.count, pageSize, page * pageSize, data.length, groups.map((g) => g.samples.length))}</span>
                 {multiAnswer && (
                   <span className={degenerateGroups ? "badge alarm-warning" : ""} title="prompts whose answers all scored the same: zero advantage, no learning signal">
                     · {degenerateGroups} degenerate group{degenerateGroups === 1 ? "" : "s"} (all scores equal)
                   </span>
                 )}
-                {samples.data!.count > PAGE && (
-                  <span className="row">
-                    <button type="button" disabled={page === 0} onClick={() => set({ page: String(page - 1) })}>← previous</button>
-                    <button type="button" disabled={(page + 1) * PAGE >= samples.data!.count} onClick={() => set({ page: String(page + 1) })}>next →</button>
-                  </span>
+                {samples.data!.count > pageSize && (
+                  <Pager page={page} pages={Math.ceil(samples.data!.count / pageSize)} onPage={(p) => set({ page: p ? String(p) : null })} />
                 )}
               </div>
               {view === "groups" ? <div className={stale ? "stale" : ""}><GroupView groups={groups} shade={shade} rule={rule} /></div> : (
@@ -282,4 +290,41 @@ function SideBySideLink({ runId, step, split, steps, valSteps }: {
     );
   }
   return null;
+}
+
+/** Page through a step's answers: first, previous, any page, next, last. */
+function Pager({ page, pages, onPage }: { page: number; pages: number; onPage: (page: number) => void }) {
+  return (
+    <span className="row" role="navigation" aria-label="pages of answers">
+      <button type="button" disabled={page === 0} onClick={() => onPage(0)} aria-label="first page">«</button>
+      <button type="button" disabled={page === 0} onClick={() => onPage(page - 1)}>← previous</button>
+      <select aria-label="page" value={Math.min(page, pages - 1)} onChange={(e) => onPage(Number(e.target.value))}>
+        {Array.from({ length: pages }, (_, i) => <option key={i} value={i}>page {i + 1} of {pages}</option>)}
+      </select>
+      <button type="button" disabled={page + 1 >= pages} onClick={() => onPage(page + 1)}>next →</button>
+      <button type="button" disabled={page + 1 >= pages} onClick={() => onPage(pages - 1)} aria-label="last page">»</button>
+    </span>
+  );
+}
+
+/**
+ * Refetch the queries under `keys` after new answers of the step on screen, but never cancel a fetch in flight:
+ * the answers of a step arrive a few dozen a request, and each refetch cancelling the last kept a freshly picked
+ * step from ever loading ("Loading step N…" stayed). One refetch follows the fetch in flight.
+ */
+function useRefreshWhenIdle(keys: readonly (readonly unknown[])[]): () => void {
+  const qc = useQueryClient();
+  const pending = useRef(false);
+  const keysRef = useRef(keys);
+  keysRef.current = keys;
+  const flush = () => {
+    if (!pending.current || keysRef.current.some((queryKey) => qc.isFetching({ queryKey }) > 0)) return;
+    pending.current = false;
+    for (const queryKey of keysRef.current) void qc.invalidateQueries({ queryKey }, { cancelRefetch: false });
+  };
+  useEffect(() => qc.getQueryCache().subscribe(() => flush()), [qc]); // a fetch ended: the one waiting may go
+  return () => {
+    pending.current = true;
+    flush();
+  };
 }

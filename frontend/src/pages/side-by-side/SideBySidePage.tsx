@@ -164,6 +164,9 @@ export function SideBySidePage() {
                   <span className="muted small">{pos + 1} of {shared.length} shared prompts</span>
                   <button type="button" disabled={pos >= shared.length - 1} onClick={() => set({ p: String(pos + 1), prompt: null })} aria-label="next prompt">→</button>
                   <span className="small muted">keys: <span className="kbd">←</span> <span className="kbd">→</span> or <span className="kbd">k</span> <span className="kbd">j</span></span>
+                  {/* the diff's own colours (not the green / red of the score badges: a changed word is not a right one) */}
+                  <span className="small muted" data-diff-legend>word diff: <del className="diff-removed">only in the left answer</del>{" "}
+                    <ins className="diff-added">only in the right answer</ins></span>
                 </div>
                 <div className="card stack" data-sbs-question>
                   {/* one question for both panes; two where the runs asked it differently (another template or dataset) */}

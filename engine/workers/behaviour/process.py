@@ -1,10 +1,10 @@
-"""separate_async's rollout process: the behaviour policy (behaviour.py) in an OS process of its own, beside the
+"""separate_async's rollout process: the behaviour policy (policy.py) in an OS process of its own, beside the
 trainer worker that starts it (engine/trainer/ASYNC.md, "The rollout process").
 
 The worker's side is `RolloutProcess`, with BehaviourPolicy's two calls: `publish(version)` sends the actor's full
-weights (gathered as BehaviourPolicy.publish gathers them: behaviour.full_weights) as a numbered version,
+weights (gathered as BehaviourPolicy.publish gathers them: policy.full_weights) as a numbered version,
 `generate(batch, version, newest, chunk)` asks for a batch sampled with exactly that version. The child (`python -m
-engine.trainer.asynchronous.rollout_child`) builds the copy as the worker builds it (same loader, a plain module with
+engine.workers.behaviour.child`) builds the copy as the worker builds it (same loader, a plain module with
 the full weights in the actor's compute dtype, the hf static-decode rollout; no process group), continues
 the worker's random stream (handed back and forth with each generation when the rollout does not run ahead) and
 serves the calls.
@@ -24,9 +24,7 @@ fails every waiting call, and every later one, with the cause ("the rollout proc
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -37,11 +35,10 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from engine.trainer.asynchronous.behaviour import full_weights
+from engine.workers.behaviour.policy import full_weights
+from engine.workers.behaviour.wire import recv, rng_state, send, set_rng_state
 
-OPS = ("setup", "publish", "generate", "rng")
-# the child's module: it imports the worker (to build the copy as the worker does), which imports this one
-CHILD = "engine.trainer.asynchronous.rollout_child"
+CHILD = "engine.workers.behaviour.child"  # the child's module, run as `python -m`
 
 
 class RolloutProcessDied(RuntimeError):
@@ -52,74 +49,13 @@ class RolloutProcessError(RuntimeError):
     """A call raised inside the rollout process (its traceback is in the message)."""
 
 
-def _rng(device: str) -> dict:
-    """torch's random state in this process: the CPU generator's, and the GPU's on `device` cuda."""
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if device == "cuda" else None}
-
-
-def _set_rng(cpu: torch.Tensor, cuda: torch.Tensor | None) -> None:
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state(cuda)
-
-
-# ---- the wire: a pickled header, then each tensor's bytes ----------------------------------------------------
-class _Pickler(pickle.Pickler):
-    def __init__(self, file, tensors: list):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.tensors = tensors
-
-    def persistent_id(self, obj):
-        if isinstance(obj, torch.Tensor):
-            self.tensors.append(obj.detach().cpu().contiguous())  # no copy for a contiguous CPU tensor
-            return len(self.tensors) - 1
-        return None
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, tensors: list):
-        super().__init__(file)
-        self.tensors = tensors
-
-    def persistent_load(self, index):
-        return self.tensors[index]
-
-
-def send(conn: Connection, obj) -> None:
-    """One message: the header (obj with its tensors replaced by indexes, and their layouts), then each tensor's
-    bytes. The caller holds the connection's send lock."""
-    tensors: list[torch.Tensor] = []
-    body = io.BytesIO()
-    _Pickler(body, tensors).dump(obj)
-    layouts = [(str(t.dtype).removeprefix("torch."), tuple(t.shape), t.numel() * t.element_size()) for t in tensors]
-    conn.send_bytes(pickle.dumps((layouts, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL))
-    for tensor, (_, _, nbytes) in zip(tensors, layouts):
-        if nbytes:
-            conn.send_bytes(tensor.reshape(-1).view(torch.uint8).numpy())
-
-
-def recv(conn: Connection):
-    """A message sent by `send` (EOFError when the other side has closed)."""
-    layouts, body = pickle.loads(conn.recv_bytes())
-    tensors = []
-    for dtype, shape, nbytes in layouts:
-        dtype = getattr(torch, dtype)
-        if not nbytes:
-            tensors.append(torch.empty(shape, dtype=dtype))
-            continue
-        raw = torch.empty(nbytes, dtype=torch.uint8)
-        conn.recv_bytes_into(raw.numpy())  # straight into the tensor's memory
-        tensors.append(raw.view(dtype).reshape(shape))
-    return _Unpickler(io.BytesIO(body), tensors).load()
-
-
 # ---- the worker's side -------------------------------------------------------------------------------------
 class RolloutProcess:
     """BehaviourPolicy's calls (publish, generate) served by a child process. Thread-safe: any thread may call."""
 
     def __init__(self, actor_module, setup: dict, shared_stream: bool = False, dtype: torch.dtype | None = None):
         """`setup`: what the child builds from (`cfg`, `device`, `num_threads`; see `_Child.setup` in
-        rollout_child.py). Returns once the child has built its copy (or raises why it could not). `dtype`: the
+        child.py). Returns once the child has built its copy (or raises why it could not). `dtype`: the
         copy's (the actor's compute dtype), which a publish casts the weights to before they leave the device.
         `shared_stream`: the rollout generates only while the worker waits for it (no run-ahead), so the two hand
         one random stream back and forth: the worker's
@@ -157,27 +93,27 @@ class RolloutProcess:
     # ---- BehaviourPolicy's calls ------------------------------------------------------------------------------
     def publish(self, version: int) -> dict:
         """Send the actor's current full weights as `version`; returns once the child holds them. A collective
-        (behaviour.full_weights): every worker publishes at the same point, between updates, in the main thread."""
+        (policy.full_weights): every worker publishes at the same point, between updates, in the main thread."""
         start = time.perf_counter()
         state = full_weights(self.actor_module, self.dtype)
         rng = None
         if not self.seeded:
             # the first publish comes as the producer starts, after a resume has restored the worker's random
             # state: from here on the child's rollout draws what the worker's own rollout would have drawn
-            rng = _rng(self.device)
+            rng = rng_state(self.device)
         self.call("publish", version=int(version), state=state, rng=rng)
         self.seeded = True
         return {"timing_s/update_weights": time.perf_counter() - start}
 
     def generate(self, batch, version: int, newest: int | None = None, chunk: int = 0,
                  max_new_tokens: int | None = None):
-        rng = _rng(self.device) if self.shared_stream else None
+        rng = rng_state(self.device) if self.shared_stream else None
         result = self.call("generate", batch=batch, version=int(version), newest=newest, chunk=int(chunk),
                            max_new_tokens=max_new_tokens, rng=rng)
         if rng is None:
             return result
         out, metrics, after = result
-        _set_rng(after["cpu"], after["cuda"])  # the stream goes on in the worker after the rollout's draws
+        set_rng_state(after["cpu"], after["cuda"])  # the stream goes on in the worker after the rollout's draws
         return out, metrics
 
     @contextlib.contextmanager
@@ -190,11 +126,11 @@ class RolloutProcess:
             return
         theirs = self.call("rng")
         own = (torch.get_rng_state(), torch.cuda.get_rng_state() if self.device == "cuda" else None)
-        _set_rng(theirs["cpu"], theirs["cuda"])
+        set_rng_state(theirs["cpu"], theirs["cuda"])
         try:
             yield
         finally:
-            _set_rng(*own)
+            set_rng_state(*own)
 
     # ---- the channel --------------------------------------------------------------------------------------------
     def call(self, op: str, **kwargs):

@@ -1,6 +1,6 @@
-"""The child side of separate_async's rollout process (rollout_process.py has the design and the worker's side): it
-builds the behaviour policy as the worker does and serves the worker's requests. A module of its own because it
-imports the worker (engine/workers/worker.py), which imports the worker's side."""
+"""The child side of separate_async's rollout process (process.py has the design and the worker's side): it builds
+the behaviour policy as the worker does (policy.py's `build_policy`, with the worker's RoleBuilder) and serves the
+worker's requests. Its own module: `python -m engine.workers.behaviour.child` is what the worker starts."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,9 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from engine.trainer.asynchronous.rollout_process import OPS, _rng, _set_rng, recv, send
+from engine.workers.behaviour.policy import build_policy
+from engine.workers.behaviour.wire import OPS, recv, rng_state, send, set_rng_state
+from engine.workers.build import RoleBuilder, load_tokenizer
 
 
 class _Child:
@@ -27,20 +29,17 @@ class _Child:
             send(self.replies, {"id": request_id, "ok": error is None, "result": result, "error": error})
 
     def setup(self, cfg, device: str, num_threads: int) -> None:
-        """Build the copy as TrainWorker.behaviour_init builds it in-process: the same loader, the same plain module
+        """Build the copy as the worker's BehaviourHost builds it in-process: the same loader, the same plain module
         (full weights in the actor's compute dtype; no process group: generation runs no collective), the same
         rollout and thread count (and, with the first publish, the worker's random state), so that with the same
         weights it samples the same tokens and log-probs."""
-        from engine.trainer.asynchronous.behaviour import BehaviourPolicy
-        from engine.workers.worker import TrainWorker, load_tokenizer
-
-        worker = TrainWorker(0, 1, cfg, 0, device, num_threads)
         if device == "cuda":
             torch.cuda.set_device(0)
-        worker.device = torch.device(device, 0) if device == "cuda" else torch.device("cpu")
-        worker.tokenizer = load_tokenizer(cfg)
-        self.device = worker.device
-        self.policy = BehaviourPolicy(None, *worker.behaviour_builders())
+            self.device = torch.device(device, 0)
+        else:
+            torch.set_num_threads(max(1, num_threads))  # as the worker's own
+            self.device = torch.device("cpu")
+        self.policy = build_policy(RoleBuilder(cfg, self.device), load_tokenizer(cfg))
 
     def serve(self) -> None:
         first = recv(self.requests)
@@ -55,17 +54,17 @@ class _Child:
         while True:
             request = self.work.get()
             if request["op"] == "rng":
-                self.reply(request["id"], _rng(self.device.type))
+                self.reply(request["id"], rng_state(self.device.type))
                 continue
             try:
                 if request.get("rng") is not None:  # the shared stream: go on from the worker's state
-                    _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
+                    set_rng_state(request["rng"]["cpu"], request["rng"]["cuda"])
                 batch = request["batch"].to(self.device)
                 limit = {"max_new_tokens": request["max_new_tokens"]} if request.get("max_new_tokens") else {}
                 out, metrics = self.policy.generate(batch, request["version"], newest=request["newest"],
                                                     chunk=request["chunk"], **limit)
                 result = (out.cpu(), metrics) if request.get("rng") is None else (out.cpu(), metrics,
-                                                                                   _rng(self.device.type))
+                                                                                   rng_state(self.device.type))
             except BaseException:  # noqa: BLE001 - reported to the worker, which raises it
                 self.reply(request["id"], error=traceback.format_exc())
                 continue
@@ -81,7 +80,7 @@ class _Child:
                 if op == "publish":
                     try:
                         if request.get("rng") is not None:  # before any generation: the worker's stream goes on here
-                            _set_rng(request["rng"]["cpu"], request["rng"]["cuda"])
+                            set_rng_state(request["rng"]["cpu"], request["rng"]["cuda"])
                         self.policy.receive(request["version"], request["state"])
                     except BaseException:  # noqa: BLE001
                         self.reply(request["id"], error=traceback.format_exc())

@@ -25,15 +25,16 @@ import time
 import torch
 
 from engine.protocol import Batch
-from engine.rollout.hf_rollout import assemble, eos_ids
-from engine.trainer.asynchronous import versions
+from engine.rollout import versions
+from engine.rollout.hf_rollout import HFRollout, assemble, eos_ids
+from engine.workers.build import RoleBuilder, behaviour_dtype
 
 
 class BehaviourPolicy:
     def __init__(self, actor_module, build_module, build_rollout, dtype: torch.dtype | None = None):
         """`build_module()`: the actor's model as a plain module (unsharded, full weights in `dtype`, on the
-        worker's device; `plain_copy`); `build_rollout(module)`: the rollout that samples with it (the hf rollout's
-        static decoder); `dtype`: what a publish casts the actor's weights to (the copy's)."""
+        worker's device; RoleBuilder.behaviour_module); `build_rollout(module)`: the rollout that samples with it (the
+        hf rollout's static decoder); `dtype`: what a publish casts the actor's weights to (the copy's)."""
         self.actor_module, self.dtype = actor_module, dtype
         # Left as loaded (requires_grad as the actor's): generation runs under no_grad either way, but on the CPU
         # a forward over weights without requires_grad takes another kernel path and differs in the last bits
@@ -53,7 +54,7 @@ class BehaviourPolicy:
 
     def receive(self, version: int, state: dict[str, torch.Tensor]) -> None:
         """Hold `state` (full weights, by parameter name) as `version`: a publish's snapshot, or one sent to
-        separate_async's rollout process (rollout_process.py; there the policy has no actor of its own)."""
+        separate_async's rollout process (process.py; there the policy has no actor of its own)."""
         with self.lock:
             self.snapshots[int(version)] = state
 
@@ -145,6 +146,17 @@ class BehaviourPolicy:
         return {"timing_s/behaviour_load": time.perf_counter() - start}, state is not None
 
 
+def build_policy(builder: RoleBuilder, tokenizer, actor_module=None) -> BehaviourPolicy:
+    """The copy and the rollout that samples with it (the hf rollout's static decoder), as the worker and the rollout
+    process build them. `actor_module`: the actor whose weights a publish gathers (None in the rollout process,
+    which receives them)."""
+    cfg = builder.cfg
+    return BehaviourPolicy(actor_module, builder.behaviour_module,
+                           lambda module: HFRollout(module, tokenizer, cfg.actor_rollout_ref.rollout,
+                                                    builder.device_type),
+                           dtype=behaviour_dtype(cfg, builder.device_type))
+
+
 def _ended(out: Batch, limit: int, stop: list[int]) -> torch.Tensor:
     """Which answers of a chunk of at most `limit` tokens ended in it: fewer tokens (pad after the end token), or an
     end token as its last."""
@@ -167,17 +179,6 @@ def _continuation(batch: Batch, responses: torch.Tensor, running: torch.Tensor, 
         mask = torch.cat([mask, torch.ones(len(running), done, dtype=mask.dtype, device=device)], dim=1)
         pos = torch.cat([pos, pos[:, -1:] + torch.arange(1, done + 1, device=device)], dim=1)
     return Batch({"input_ids": ids, "attention_mask": mask, "position_ids": pos})
-
-
-def plain_copy(module: torch.nn.Module, device: torch.device, dtype: torch.dtype | None) -> torch.nn.Module:
-    """The behaviour copy from a freshly loaded model: its parameters cast to `dtype` (None: as loaded), then moved to
-    `device`. Buffers stay as loaded (FSDP's mixed precision casts only parameters, so the actor's rotary tables are
-    the loaded ones too); requires_grad stays as loaded (see BehaviourPolicy.__init__)."""
-    if dtype is not None:
-        with torch.no_grad():
-            for param in module.parameters():  # cast on the CPU: half the bytes to move in bf16
-                param.data = param.data.to(dtype)
-    return module.to(device)
 
 
 @torch.no_grad()
