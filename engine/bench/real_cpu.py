@@ -2,13 +2,16 @@
 with a LoRA adapter, "What number comes after 674?") over several seeds, each for at most --minutes of wall time,
 printing the held-out curve as it comes.
 
-    python -m engine.bench.real_cpu [--seeds 1,2,3] [--minutes 20] [--gain 0.15] [--workdir DIR] [key=value ...]
+    python -m engine.bench.real_cpu [--seeds 1,2,3] [--minutes 20] [--gain 0.15] [--stop-at-goal] [--workdir DIR]
+                                    [key=value ...]
 
 Each run is `python -m engine.main_ppo --config-name real_next_number data.seed=S trainer.seed=S` as a user runs it
 (one in-process worker; set OMP_NUM_THREADS / taskset to fix the cores). Held-out accuracy is greedy exact match on
 the 99 held-out numbers (val-core/next_number/reward/mean@1), at step 0 and every trainer.test_freq steps. A run ends
 at --minutes (counted from launch, start-up included) or at the preset's last step. The goal: --gain (absolute) over
 step 0 within the time, by the learning tests' rule (two consecutive validations averaging the gain).
+With --stop-at-goal a seed is stopped as soon as it has reached the goal (to spare a shared machine): its line
+then gives the time to the goal and the curve so far, not what the remaining minutes would have added.
 
 stdout: per validation a line `seed S  step N  t=SECONDS  held-out X%`, then one JSON line per seed and a summary.
 """
@@ -50,8 +53,12 @@ def one_seed(seed: int, args, workdir: Path) -> dict:
                 if VAL_KEY in r["data"] and r["step"] not in printed:
                     printed.add(r["step"])
                     val.append((r["step"], r["data"][VAL_KEY]))
-                    print(f"seed {seed}  step {r['step']:3d}  t={now:6.0f}s  held-out {100 * r['data'][VAL_KEY]:.1f}%",
-                          flush=True)
+                    print(f"seed {seed}  step {r['step']:3d}  t={now:6.0f}s  held-out {100 * r['data'][VAL_KEY]:.1f}%"
+                          f"  (load average {os.getloadavg()[0]:.1f})", flush=True)
+            if args.stop_at_goal and target_step(sorted(val), args.gain) is not None:
+                print(f"seed {seed}  goal reached at t={time.monotonic() - start:.0f}s: stopped (--stop-at-goal)",
+                      flush=True)
+                break
             time.sleep(1.0)
     finally:
         if proc.poll() is None:
@@ -72,7 +79,7 @@ def one_seed(seed: int, args, workdir: Path) -> dict:
     return {"seed": seed, "wall_s": round(time.monotonic() - start, 1), "steps": max(steps, default=0),
             "validations": [[s, round(v, 4)] for s, v in val], "start": round(val[0][1], 4),
             "best_gain": round(max((v for _, v in val[1:]), default=val[0][1]) - val[0][1], 4),
-            "target_gain": args.gain, "target_step": hit,
+            "target_gain": args.gain, "target_step": hit, "stopped_at_goal": bool(args.stop_at_goal and hit is not None),
             "time_to_target_s": round(seen[hit], 1) if hit is not None else None}
 
 
@@ -81,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--minutes", type=float, default=20.0, help="wall-time budget per seed, start-up included")
     p.add_argument("--gain", type=float, default=0.15, help="held-out target over step 0, absolute (default 0.15)")
+    p.add_argument("--stop-at-goal", action="store_true",
+                   help="stop a seed once it has reached the goal (spares a shared machine)")
     p.add_argument("--workdir", default=None)
     p.add_argument("overrides", nargs="*", help="engine overrides key=value, for every seed")
     args = p.parse_args(argv)
@@ -93,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="rlstudio-real-cpu-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"[real_cpu] preset {PRESET}, {len(seeds)} seeds, {args.minutes} min each, cores: {os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.1f}; consoles in {workdir}", file=sys.stderr, flush=True)
+          f"load average {os.getloadavg()[0]:.1f} (the cores may be shared with other work: see each validation's "
+          f"load average); consoles in {workdir}", flush=True)
     rows = [one_seed(seed, args, workdir) for seed in seeds]
     for r in rows:
         print(json.dumps(r))
