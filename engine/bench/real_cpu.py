@@ -13,7 +13,7 @@ step 0 within the time, by the learning tests' rule (two consecutive validations
 With --stop-at-goal a seed is stopped as soon as it has reached the goal (to spare a shared machine): its line
 then gives the time to the goal and the curve so far, not what the remaining minutes would have added.
 
-stdout: per validation a line `seed S  step N  t=SECONDS  held-out X%`, then one JSON line per seed and a summary.
+stdout: per validation a line `seed S  step N  t=SECONDS  held-out X%`, one JSON line per seed as it ends, then a summary.
 """
 from __future__ import annotations
 
@@ -104,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[real_cpu] preset {PRESET}, {len(seeds)} seeds, {args.minutes} min each, cores: {os.cpu_count()}, "
           f"load average {os.getloadavg()[0]:.1f} (the cores may be shared with other work: see each validation's "
           f"load average); consoles in {workdir}", flush=True)
-    rows = [one_seed(seed, args, workdir) for seed in seeds]
-    for r in rows:
-        print(json.dumps(r))
+    rows = []
+    for seed in seeds:  # each seed's line as soon as it ends: a benchmark cut short keeps the seeds it finished
+        rows.append(one_seed(seed, args, workdir))
+        print(json.dumps(rows[-1]), flush=True)
     reached = sum(r["target_step"] is not None for r in rows)
     gains = ", ".join(f"+{100 * r['best_gain']:.1f}" for r in rows)
     print(f"target +{100 * args.gain:.0f} points within {args.minutes} min: {reached} of {len(rows)} seeds; "
