@@ -6,6 +6,8 @@
 - `builtin:tiny-calc`            the tiny model warm-started on the calculator's call format (engine.models.tiny_calc)
 - `builtin:smollm2-135m-instruct`  a real instruct model (SmolLM2-135M-Instruct) from a PyPI wheel
                                  (engine.models.pretrained; ~540 MB, about a minute the first time)
+- `builtin:next_number/train.parquet`  "What number comes after 47?" in a chat with two example turns, for the real
+                                 model on CPU (engine.data.next_number), also test.parquet
 - `builtin:arith_tool/train.parquet`  three-digit multiplication for the calculator (data_source "arith_tool"),
                                  also test.parquet
 """
@@ -19,7 +21,8 @@ PREFIX = "builtin:"
 
 
 NAMES = ("tiny", "tiny-model", "arith/train.parquet", "arith/test.parquet", "tiny-calc",
-         "arith_tool/train.parquet", "arith_tool/test.parquet", "smollm2-135m-instruct")
+         "arith_tool/train.parquet", "arith_tool/test.parquet", "smollm2-135m-instruct",
+         "next_number/train.parquet", "next_number/test.parquet")
 
 
 def check(value: str) -> None:
@@ -50,6 +53,12 @@ def resolve_path(value: str) -> str:
 
         directory = os.path.join(cache_dir(), "arith_tool")
         prepare_calc_data(directory)
+        return os.path.join(directory, name.split("/", 1)[1])
+    if name.startswith("next_number/") and name in NAMES:
+        from engine.data.next_number import prepare as prepare_next_number
+
+        directory = os.path.join(cache_dir(), "next_number")
+        prepare_next_number(directory)
         return os.path.join(directory, name.split("/", 1)[1])
     if name.startswith("arith/"):
         from engine.data.arith import prepare_arith

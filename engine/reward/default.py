@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 GSM8K_SOURCES = ("openai/gsm8k", "gsm8k")
-ARITH_SOURCES = ("arith",)
+ARITH_SOURCES = ("arith", "next_number")  # the answer alone, exact (engine/data/next_number.py too)
 ARITH_TOOL_SOURCES = ("arith_tool",)
 
 

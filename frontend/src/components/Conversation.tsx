@@ -24,14 +24,14 @@ function TurnBlock({ turn, index }: { turn: Turn; index: number }) {
           <span className="muted" title="tool answers are context: the model attends to them, the loss does not train on them">context, not trained on</span>
         </div>
         {turn.error && turn.error_message && <div className="turn-error-message small" role="note">error: {turn.error_message}</div>}
-        <ModelText text={turn.text} className="turn-text" />
+        <ModelText text={turn.text} className="turn-text" template />
       </div>
     );
   }
   return (
     <div className="turn turn-model" data-role="model" data-turn={index}>
       <div className="turn-head small"><span className="turn-role">model</span></div>
-      <ModelText text={turn.text} className="turn-text" />
+      <ModelText text={turn.text} className="turn-text" template />
       {(turn.tool_calls ?? []).map((c, k) => (
         <div key={k} className="tool-call small" data-tool={c.name ?? ""}>
           <span className="muted">calls</span> <code className="mono">{callLabel(c)}</code>

@@ -9,6 +9,7 @@ import type { SamplePublic } from "../client/types.gen";
 import { lossSaw, tokenTurns } from "../lib/conversation";
 import { fmtNum } from "../lib/format";
 import { tokenVersions, versionAge } from "../lib/staleness";
+import { specialTokenLabel } from "../lib/specialTokens";
 import { importanceWeights, logProbGap, rolloutLogProbs } from "../lib/tokenMismatch";
 
 export type Shade = "logprob" | "kl" | "advantage" | "rollout-gap" | "is-weight" | "version";
@@ -105,10 +106,12 @@ export function TokenView({ sample, shade }: { sample: SamplePublic; shade: Shad
             masked ? (lossSaw(sample, i) ? "in the loss (the model's token)" : "context: not in the loss (a tool answer)") : "",
           ].filter(Boolean).join("\n");
           const saw = masked ? lossSaw(sample, i) : null;
+          const special = specialTokenLabel(tok);
           const starts = turnOf !== null && i > 0 && turnOf[i] !== turnOf[i - 1];
           return <span key={i} className={`token${saw === false ? " context" : ""}${starts ? " turn-start" : ""}`} tabIndex={0} title={tip}
             data-value={values[i] ?? ""} data-version={versions?.[i] ?? undefined} data-loss={saw === null ? undefined : saw ? "1" : "0"}
-            style={{ background: saw === false ? "transparent" : color(shade, values[i], scale) }}>{tok}</span>;
+            data-special={special ? tok : undefined}
+            style={{ background: saw === false ? "transparent" : color(shade, values[i], scale) }}>{special ? <span className="special-token">{special}</span> : tok}</span>;
         })}
       </div>
     </div>

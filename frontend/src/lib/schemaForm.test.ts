@@ -9,6 +9,7 @@ const schema = {
         train_files: { anyOf: [{ type: "string" }, { type: "array", items: { type: "string" } }], default: "a.parquet", "x-essential": true },
         train_batch_size: { type: "integer", default: 1024, minimum: 1, description: "Prompts per step.", "x-essential": true },
         seed: { type: "integer", default: 1 },
+        model: { type: "string", default: "m", examples: ["builtin:smollm2-135m-instruct", 7] },
       },
     },
     Algo: {
@@ -34,7 +35,7 @@ describe("schemaForm", () => {
 
   it("flattens the schema into dotted verl keys with kinds", () => {
     expect(fields.map((f) => f.key)).toEqual([
-      "data.train_files", "data.train_batch_size", "data.seed", "algorithm.adv_estimator",
+      "data.train_files", "data.train_batch_size", "data.seed", "data.model", "algorithm.adv_estimator",
       "algorithm.use_kl_in_reward", "algorithm.lr", "trainer.logger",
     ]);
     expect(byKey["data.train_files"]).toMatchObject({ kind: "string", acceptsList: true, essential: true });
@@ -42,12 +43,15 @@ describe("schemaForm", () => {
     expect(byKey["algorithm.use_kl_in_reward"]).toMatchObject({ kind: "boolean", nullable: true });
     expect(byKey["trainer.logger"]).toMatchObject({ kind: "list", default: ["console"] });
     expect(byKey["data.train_batch_size"].description).toBe("Prompts per step.");
+    // the schema's string "examples" become the field's suggestions (the built-in models a path can name)
+    expect(byKey["data.model"].suggestions).toEqual(["builtin:smollm2-135m-instruct"]);
+    expect(byKey["data.seed"].suggestions).toEqual([]);
   });
 
   it("puts essentials first in the issue's order", () => {
     const { essentials, advanced } = essentialsFirst(fields);
     expect(essentials.map((f) => f.key)).toEqual(["data.train_files", "algorithm.adv_estimator", "data.train_batch_size", "algorithm.use_kl_in_reward"]);
-    expect(advanced).toHaveLength(3);
+    expect(advanced).toHaveLength(4);
   });
 
   it("coerces typed text and reports errors", () => {

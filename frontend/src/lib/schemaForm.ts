@@ -23,6 +23,7 @@ type Schema = {
   additionalProperties?: boolean | Schema;
   "x-essential"?: boolean;
   "x-group"?: string;
+  examples?: unknown[];
 };
 
 export type FieldKind = "boolean" | "integer" | "number" | "string" | "enum" | "list" | "json";
@@ -37,6 +38,8 @@ export interface Field {
   /** string fields that also accept a list (data.train_files) */
   acceptsList: boolean;
   options: string[]; // for enums
+  /** the schema's "examples" (e.g. the built-in models a model path can name): offered as suggestions */
+  suggestions: string[];
   default: HydraValue | undefined;
   essential: boolean;
   /** the schema's "x-group": the form gives the group's fields a card of their own (e.g. LoRA) */
@@ -170,6 +173,7 @@ export function fieldsFromSchema(root: Schema): Field[] {
       nullable,
       acceptsList,
       options: enumNode ? enumNode.enum!.map(String) : [],
+      suggestions: (node.examples ?? []).filter((x): x is string => typeof x === "string"),
       default: node.default as HydraValue | undefined,
       essential: Boolean(node["x-essential"]),
       group: node["x-group"] ?? null,

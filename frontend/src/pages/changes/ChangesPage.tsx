@@ -8,6 +8,7 @@ import { useMemo } from "react";
 import { Link, useParams, useSearchParams } from "react-router-dom";
 import { useRun, useRuns, useSampleRows, useSampleSteps } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
+import { LongText } from "../../components/LongText";
 import { Empty, QueryState } from "../../components/States";
 import { compare, resultsAt, sortChanges, strips, type ChangeKind, type ChangeSort, type PromptResult } from "../../lib/changes";
 import { fmtNum } from "../../lib/format";
@@ -126,7 +127,7 @@ export function ChangesPage() {
                     {flipping.slice(0, STRIP_ROWS).map((s) => (
                       <tr key={s.prompt} data-strip={s.prompt}>
                         <td>#{s.prompt}</td>
-                        <td className="change-question" title={questions.get(s.prompt)}>{questions.get(s.prompt) || <span className="muted">—</span>}</td>
+                        <td className="change-question"><LongText text={questions.get(s.prompt)} /></td>
                         <td className="num">{s.flips}</td>
                         <td data-marks={s.marks.map((m) => (m === null ? "." : m ? "1" : "0")).join("")}>
                           {s.marks.map((m, i) => <span key={i} className={`strip-cell ${m === null ? "strip-none" : m ? "strip-solved" : "strip-failed"}`}
@@ -165,12 +166,12 @@ function ChangeList({ changes, link }: { changes: ReturnType<typeof sortChanges>
           {changes.slice(0, 500).map((c) => (
             <tr key={c.prompt} data-prompt={c.prompt}>
               <td>#{c.prompt}</td>
-              <td className="small change-question" data-question title={c.b.question || c.a.question}>{c.b.question || c.a.question || <span className="muted">—</span>}</td>
+              <td className="small change-question" data-question><LongText text={c.b.question || c.a.question} /></td>
               <td className="num">{fmtNum(c.a.score, 3)}</td>
               <td className="num">{fmtNum(c.b.score, 3)}</td>
               <td className="num" data-delta>{c.delta > 0 ? "+" : ""}{fmtNum(c.delta, 3)}</td>
-              <td className="mono small">{c.a.answer}<ToolTag r={c.a} /></td>
-              <td className="mono small">{c.b.answer}<ToolTag r={c.b} /></td>
+              <td className="mono small change-answer" data-answer="a"><LongText text={c.a.answer} /><ToolTag r={c.a} /></td>
+              <td className="mono small change-answer" data-answer="b"><LongText text={c.b.answer} /><ToolTag r={c.b} /></td>
               <td><Link to={link(c.prompt)}>side by side →</Link></td>
             </tr>
           ))}

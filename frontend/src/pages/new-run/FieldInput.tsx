@@ -44,10 +44,23 @@ export function FieldInput({ field, raw, changed, error, planned, onChange }: Pr
     );
   } else {
     const numeric = field.kind === "integer" || field.kind === "number";
+    const listId = field.suggestions.length ? `${id}-suggestions` : undefined;
     input = (
-      <input {...common} type="text" inputMode={numeric ? "decimal" : undefined} spellCheck={false}
-        value={raw === null ? "" : String(raw)} placeholder={field.nullable ? "(none)" : undefined}
-        onChange={(e) => onChange(e.target.value)} />
+      <>
+        <input {...common} type="text" inputMode={numeric ? "decimal" : undefined} spellCheck={false}
+          value={raw === null ? "" : String(raw)} placeholder={field.nullable ? "(none)" : undefined}
+          list={listId} onChange={(e) => onChange(e.target.value)} />
+        {listId && <datalist id={listId}>{field.suggestions.map((s) => <option key={s} value={s} />)}</datalist>}
+        {listId && (
+          <span className="suggestions small" aria-label={`suggested values for ${field.label}`}>
+            <span className="muted">built in:</span>
+            {field.suggestions.map((s) => (
+              <button key={s} type="button" className="link-button" aria-pressed={raw === s} data-suggestion={s}
+                onClick={() => onChange(s)}>{s}</button>
+            ))}
+          </span>
+        )}
+      </>
     );
   }
   return (
