@@ -1,12 +1,7 @@
 """The backend's import graph, as test_import_layers.py checks the engine's: no module imports itself back through
 others, and no import inside a function is there to dodge a cycle; the few made inside a function say why in LAZY.
 Only `backend.*` imports count here (pandas, Ray, uvicorn and the like may load late without a reason listed)."""
-import ast
-from pathlib import Path
-
-from tests.unit.test_import_layers import _cycle, _reaches
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.import_graph import find_cycle, modules, reaches, scan
 
 CLI = "a command line loads the server's parts only once its arguments are read (`--help` stays quick)"
 LAZY = {
@@ -17,35 +12,10 @@ LAZY = {
 }
 
 
-def _name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+MODULES = modules("backend")
 
 
-MODULES = {_name(p): p for p in (ROOT / "backend").rglob("*.py")}
-
-
-def _scan(path: Path) -> tuple[set[str], set[str]]:
-    """(every backend module the file imports, those imported inside a function)."""
-    tree = ast.parse(path.read_text())
-    inside = {id(node) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for node in ast.walk(fn)}
-    out, lazy = set(), set()
-    for node in ast.walk(tree):
-        found = set()
-        if isinstance(node, ast.Import):
-            found = {a.name for a in node.names if a.name.split(".")[0] == "backend"}
-        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "backend":
-            for alias in node.names:  # `from backend.x import y`: the module y when there is one, else backend.x
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if sub in MODULES else node.module)
-        out |= found
-        if id(node) in inside:
-            lazy |= found
-    return out, lazy
-
-
-SCANS = {name: _scan(path) for name, path in MODULES.items()}
+SCANS = {name: scan(path, MODULES) for name, path in MODULES.items()}
 GRAPH = {name: imports for name, (imports, _) in SCANS.items()}
 
 
@@ -62,7 +32,7 @@ def test_every_backend_import_names_a_module():
 def test_no_import_cycle():
     """Every import counts, also one made inside a function: the health store and the samples service once imported
     each other that way (one through a function-level import)."""
-    cycle = _cycle(GRAPH)
+    cycle = find_cycle(GRAPH)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
@@ -73,7 +43,7 @@ def test_an_import_inside_a_function_has_a_reason_and_dodges_no_cycle():
         ready = {*_parents(module), module}
         eager = {m: (t | set(_parents(m))) - ready for m, t in top.items()}
         for target in sorted(lazy):
-            if _reaches(eager, target, module):
+            if reaches(eager, target, module):
                 dodges.append(f"{module} -> {target}")
             if module not in LAZY:
                 unexplained.append(f"{module} -> {target}")

@@ -2,10 +2,7 @@
 higher one, the engine's rooms (its top-level packages and modules) import each other in one direction only, and no
 import inside a function is there to dodge a cycle. Every `import engine...` counts, also one made inside a function,
 and so does a module started by its name (`python -m engine...`, importlib): it runs the same code."""
-import ast
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.import_graph import find_cycle, modules, reaches, scan
 
 # lowest first; a module may import its own layer and the layers below it (the longest prefix names its layer)
 LAYERS = [
@@ -42,38 +39,10 @@ LAZY = {
 LAZY_ROOMS = {"engine.bench": "each benchmark command loads only what it runs"}
 
 
-def _name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+MODULES = modules("engine")
 
 
-MODULES = {_name(p): p for p in (ROOT / "engine").rglob("*.py")}
-
-
-def _scan(path: Path) -> tuple[set[str], set[str]]:
-    """(every engine module the file imports or starts by name, those imported inside a function)."""
-    tree = ast.parse(path.read_text())
-    inside = {id(node) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for node in ast.walk(fn)}
-    out, lazy = set(), set()
-    for node in ast.walk(tree):
-        found = set()
-        if isinstance(node, ast.Import):
-            found = {a.name for a in node.names if a.name.split(".")[0] == "engine"}
-        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "engine":
-            for alias in node.names:  # `from engine.x import y`: the module y when there is one, else engine.x
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if sub in MODULES else node.module)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES \
-                and node.value.count(".") >= 2:  # a module started by name (`python -m`, importlib)
-            found = {node.value}
-        out |= found
-        if id(node) in inside and isinstance(node, (ast.Import, ast.ImportFrom)):
-            lazy |= found
-    return out, lazy
-
-
-SCANS = {name: _scan(path) for name, path in MODULES.items()}
+SCANS = {name: scan(path, MODULES, by_name=True) for name, path in MODULES.items()}
 GRAPH = {name: imports for name, (imports, _) in SCANS.items()}
 
 
@@ -85,40 +54,6 @@ def _layer(module: str) -> int:
 def _room(module: str) -> str:
     """The room a module is in: its top-level package (engine.workers), or itself for a top-level module."""
     return ".".join(module.split(".")[:2])
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for target in sorted(graph.get(node, ())):
-            if state.get(target) == 1:
-                return path[path.index(target):] + [target]
-            if target not in state and (found := visit(target)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
-def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
-    seen, todo = set(), [start]
-    while todo:
-        node = todo.pop()
-        if node == goal:
-            return True
-        if node not in seen:
-            seen.add(node)
-            todo.extend(graph.get(node, ()))
-    return False
 
 
 def test_every_engine_module_has_a_layer_and_every_import_a_module():
@@ -133,7 +68,7 @@ def test_no_import_runs_up_a_layer():
 
 
 def test_no_import_cycle():
-    cycle = _cycle(GRAPH)
+    cycle = find_cycle(GRAPH)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
@@ -144,7 +79,7 @@ def test_the_rooms_import_each_other_in_one_direction():
     rooms: dict[str, set[str]] = {}
     for module, targets in GRAPH.items():
         rooms.setdefault(_room(module), set()).update(_room(t) for t in targets if _room(t) != _room(module))
-    cycle = _cycle(rooms)
+    cycle = find_cycle(rooms)
     assert cycle is None, "rooms of the engine that import each other: " + " -> ".join(cycle)
 
 
@@ -174,7 +109,7 @@ def test_an_import_inside_a_function_has_a_reason_and_dodges_no_cycle():
         ready = {*_parents(module), module}
         eager = {m: (t | set(_parents(m))) - ready for m, t in top.items()}
         for target in sorted(lazy):
-            if _reaches(eager, target, module):
+            if reaches(eager, target, module):
                 dodges.append(f"{module} -> {target}")
             if module not in LAZY and _room(module) not in LAZY_ROOMS:
                 unexplained.append(f"{module} -> {target}")
