@@ -81,6 +81,17 @@ def engine_env() -> dict:
     return env
 
 
+def stop_session(proc: subprocess.Popen) -> None:
+    """Stops a run started in its own session (start_new_session=True): the run and anything it started."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def one_run(algo: str, mode: str, args, workdir: Path) -> dict:
     out = workdir / f"{algo}-{mode}"
     overrides = [f"trainer.default_local_dir={out}", "trainer.logger=[console,file]", "trainer.save_freq=-1",
@@ -108,13 +119,7 @@ def one_run(algo: str, mode: str, args, workdir: Path) -> dict:
                 break
             time.sleep(0.5)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the run and anything it started
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_session(proc)
     wall = time.monotonic() - start
     console.seek(0)
     tail = console.read()[-4000:]

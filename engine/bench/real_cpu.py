@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from engine.bench.async_demo import engine_env, target_step
+from engine.bench.async_demo import engine_env, stop_session, target_step
 from engine.loggers.file import read_written
 
 PRESET = "real_next_number"
@@ -61,13 +60,7 @@ def one_seed(seed: int, args, workdir: Path) -> dict:
                 break
             time.sleep(1.0)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the run and anything it started
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_session(proc)
     console.seek(0)
     tail = console.read()[-3000:]
     console.close()
