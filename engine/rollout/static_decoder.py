@@ -34,65 +34,18 @@ the temperature-scaled distribution (before top-k/top-p/min-tokens masking): wha
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 
 import torch
-import torch.nn.functional as F
 
 from engine.adapters import lora
 from engine.rollout import batch_invariant
+from engine.rollout.decode_kernels import KernelChoice
+from engine.rollout.static_attention import ATTN_NAME, register_attention
 
-ATTN_NAME = "rlstudio_static"
 # torch.compile backend of `compile_step`; CPU tests use "aot_eager": the same tracing, guards and dynamic-shape
 # recompiles without inductor's C++ code generation, which is not what runs on a GPU anyway
 STEP_COMPILE_BACKEND = "inductor"
-
-
-def triton_runs_on(device: torch.device) -> bool:
-    """The Triton kernels (decode attention, fused sampling) run on CUDA, and on CPU under Triton's interpreter
-    (TRITON_INTERPRET=1: the CPU tests of the kernels inside a whole decode)."""
-    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
-
-
-def grouped_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """query [B, Hq, q, D], key/value [B, Hkv, Lk, D], attention_mask bool [B, 1, q, Lm] (Lm ≤ Lk: keys past
-    Lm are not looked at). Returns ([B, q, Hq, D], None) like transformers' attention functions.
-    `decode_keys` (a keyword the decoder passes through the model call when the Triton decode attention is on):
-    0-d device tensor, the number of key positions this decode step looks at (prompt + tokens fed so far)."""
-    kv_len = attention_mask.shape[-1]
-    key, value = key[:, :, :kv_len], value[:, :, :kv_len]
-    bsz, n_q, q_len, dim = query.shape
-    n_kv = key.shape[1]
-    if scaling is None:
-        scaling = dim ** -0.5
-    if q_len == 1 and kwargs.get("decode_keys") is not None:
-        from engine.rollout.kernels.decode_attention import decode_attention
-
-        return decode_attention(query, key, value, attention_mask, kwargs["decode_keys"], scaling), None
-    if q_len == 1:
-        group = n_q // n_kv
-        q = query.view(bsz, n_kv, group, dim)  # head h reads KV head h // group (repeat_kv's order)
-        scores = torch.matmul(q, key.transpose(-1, -2)).float() * scaling          # [B, Hkv, g, Lk]
-        scores = scores.masked_fill(~attention_mask.view(bsz, 1, 1, kv_len), float("-inf"))
-        probs = torch.softmax(scores, dim=-1).to(value.dtype)
-        out = torch.matmul(probs, value)                                            # [B, Hkv, g, D]
-        return out.reshape(bsz, 1, n_q, dim), None
-    if kwargs.get("prefill_causal") and q_len == kv_len:  # the decoder found no padding: the mask is causal
-        out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling,
-                                             enable_gqa=n_kv != n_q)
-        return out.transpose(1, 2).contiguous(), None
-    if n_kv != n_q:
-        key = key.repeat_interleave(n_q // n_kv, dim=1)
-        value = value.repeat_interleave(n_q // n_kv, dim=1)
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def _register_attention() -> None:
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(ATTN_NAME, grouped_attention)
 
 
 def _set_tensor(root: torch.nn.Module, name: str, tensor: torch.Tensor, kind: str) -> None:
@@ -122,11 +75,7 @@ class StaticDecoder:
         self.compile_step = compile_step
         self._step_fn = None
         self.cuda_graphs = cuda_graphs
-        self.triton_attention = triton_attention  # GPU, bf16/fp16: kernels/decode_attention.py
-        self._triton_checked: dict = {}  # (device, dtype) → the kernel agreed with the eager path
-        self.fused_sampling = fused_sampling  # kernels/fused_sampling.py (plain and greedy sampling only)
-        self._fused_checked: dict = {}  # (device, dtype) → the kernel agreed with torch
-        self._said: set[str] = set()  # options asked for that cannot run here, told once each
+        self.kernels = KernelChoice(triton_attention, fused_sampling)
         self.compile_blocks = compile_blocks
         self.compact_every = int(compact_every)  # 0: never drop finished rows
         self.compact_below = float(compact_below)  # compact once running rows ≤ this fraction of the batch
@@ -174,7 +123,7 @@ class StaticDecoder:
         from transformers import AutoModelForCausalLM
 
         if self.twin is None:
-            _register_attention()
+            register_attention()
             config = copy.deepcopy(self.src.config)
             config.use_cache = True
             if self.exact:
@@ -204,90 +153,6 @@ class StaticDecoder:
             if t.is_meta or hasattr(t, "full_tensor"):
                 raise RuntimeError(f"static decode: {name} is not a gathered tensor (is the module unsharded?)")
         return self.twin
-
-    def _use_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """The Triton decode attention, on GPU in bf16/fp16, once it has agreed with the eager path on this
-        model's head shapes (checked once per device and dtype; a failure warns and keeps the eager path)."""
-        if not self.triton_attention:
-            return False
-        low = dtype in (torch.bfloat16, torch.float16) or device.type == "cpu"  # CPU: the interpreter, in fp32
-        if not (triton_runs_on(device) and low):
-            self._say_once(f"the Triton decode attention needs CUDA and bf16/fp16 weights (here {device}, {dtype}); "
-                           "using the eager attention")
-            return False
-        return self._checked_once(self._triton_checked, self._check_triton, device, dtype, "Triton decode attention")
-
-    def _say_once(self, message: str) -> None:
-        if message not in self._said:
-            self._said.add(message)
-            print(f"[rlstudio] static decode: {message}", flush=True)
-
-    @staticmethod
-    def _checked_once(memo: dict, check, device: torch.device, dtype: torch.dtype, what: str) -> bool:
-        """`check(device, dtype)` once per device and dtype, remembered in `memo`; says so when it passes."""
-        key = (str(device), dtype)
-        if key not in memo:
-            memo[key] = check(device, dtype)
-            if memo[key]:
-                print(f"[rlstudio] static decode: {what} on ({device}, {dtype})", flush=True)
-        return memo[key]
-
-    def _check_triton(self, device: torch.device, dtype: torch.dtype) -> bool:
-        from engine.rollout.kernels import decode_attention as da
-
-        if not da.available():
-            return False
-        cfg = self.twin.config
-        n_q = cfg.num_attention_heads
-        n_kv = getattr(cfg, "num_key_value_heads", None) or n_q
-        dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_q
-        try:
-            g = torch.Generator(device=device).manual_seed(0)
-            bsz, length = 5, 300
-            q = torch.randn(bsz, 1, n_q, dim, device=device, generator=g).to(dtype).transpose(1, 2)
-            k = torch.randn(bsz, n_kv, length, dim, device=device, generator=g).to(dtype)
-            v = torch.randn(bsz, n_kv, length, dim, device=device, generator=g).to(dtype)
-            valid = torch.rand(bsz, length, device=device, generator=g) > 0.2
-            worst = 0.0
-            for n in (1, 70, 129, length):
-                valid[:, n - 1] = True
-                mask = (valid & (torch.arange(length, device=device) < n))[:, None, None, :]
-                ref, _ = grouped_attention(None, q.float(), k.float(), v.float(), mask, scaling=dim ** -0.5)
-                out = da.decode_attention(q, k, v, mask, torch.tensor(n, device=device), dim ** -0.5)
-                worst = max(worst, (out.float() - ref).abs().max().item())
-            if worst > 3e-2:
-                raise RuntimeError(f"max |difference| {worst:.3g} against the eager attention")
-            return True
-        except Exception as exc:  # noqa: BLE001
-            warnings.warn(f"static decode: the Triton decode attention is off ({type(exc).__name__}: {exc}); "
-                          "using the eager grouped attention")
-            return False
-
-    def _use_fused(self, device: torch.device, dtype: torch.dtype, do_sample: bool, top_k: int, top_p: float) -> bool:
-        """The one-kernel sampling, for plain sampling (no top-k / top-p) and greedy decoding, once it has agreed
-        with torch on this device and dtype (checked once; a failure warns and keeps the torch path)."""
-        if not self.fused_sampling:
-            return False
-        if not triton_runs_on(device):
-            self._say_once(f"fused sampling needs CUDA (here {device}); sampling with torch")
-            return False
-        if do_sample and ((top_k and top_k > 0) or top_p < 1.0):
-            self._say_once("fused sampling covers plain sampling and greedy decoding; with top_k/top_p set this call "
-                           "samples with torch")
-            return False
-        return self._checked_once(self._fused_checked, self._check_fused, device, dtype, "fused sampling")
-
-    def _check_fused(self, device: torch.device, dtype: torch.dtype) -> bool:
-        from engine.rollout.kernels import fused_sampling as fs
-
-        if not fs.available():
-            return False
-        try:
-            fs.self_check(self.twin.config.vocab_size, device, dtype)
-            return True
-        except Exception as exc:  # noqa: BLE001
-            warnings.warn(f"static decode: fused sampling is off ({type(exc).__name__}: {exc}); sampling with torch")
-            return False
 
     # ---- generation --------------------------------------------------------------------------------
     @torch.no_grad()
@@ -325,8 +190,9 @@ class StaticDecoder:
 
         twin = self.bind()
         device = input_ids.device
-        use_triton = self._use_triton(device, twin.model.embed_tokens.weight.dtype)
-        use_fused = self._use_fused(device, twin.model.embed_tokens.weight.dtype, do_sample, top_k, top_p)
+        use_triton = self.kernels.use_triton(twin.config, device, twin.model.embed_tokens.weight.dtype)
+        use_fused = self.kernels.use_fused(twin.config, device, twin.model.embed_tokens.weight.dtype, do_sample,
+                                           top_k, top_p)
         bsz, plen = input_ids.shape
         total = plen + response_length
         cache = StaticCache(config=twin.config, max_cache_len=total)

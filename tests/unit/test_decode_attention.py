@@ -16,7 +16,7 @@ triton = pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import torch
     from engine.rollout.kernels.decode_attention import decode_attention
-    from engine.rollout.static_decoder import grouped_attention
+    from engine.rollout.static_attention import grouped_attention
 
     torch.manual_seed(0)
     worst = 0.0
@@ -56,7 +56,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @cuda
 def test_cuda_kernel_matches_eager_in_bf16_on_qwen05_heads():
     from engine.rollout.kernels.decode_attention import decode_attention
-    from engine.rollout.static_decoder import grouped_attention
+    from engine.rollout.static_attention import grouped_attention
 
     g = torch.Generator(device="cuda").manual_seed(0)
     B, L, n_q, n_kv, dim = 64, 512, 14, 2, 64

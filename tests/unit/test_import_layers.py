@@ -34,6 +34,8 @@ LAZY = {
     "engine.models.tiny_calc": "the tiny calculator's agent rollout and scoring load only where it is built",
     "engine.reward.default": "each data source's reward function loads only where the data names it",
     "engine.rollout.static_decoder": "the Triton kernels: GPU only",
+    "engine.rollout.static_attention": "the Triton decode attention: GPU only",
+    "engine.rollout.decode_kernels": "the Triton kernels, loaded to check them: GPU only",
     "engine.workers.launch": "Ray's worker group: ray_init.mode=ray only (an in-process run never imports Ray)",
 }
 LAZY_ROOMS = {"engine.bench": "each benchmark command loads only what it runs"}
