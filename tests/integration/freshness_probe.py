@@ -26,6 +26,7 @@ def main(model: str, data: str, mode: str, device: str = "cpu") -> dict:
 
     from engine.adapters import lora
     from engine.config import build_config
+    from engine.config.frozen import editable_copy
     from engine.data.dataset import RLDataset, collate
     from engine.rollout import freshness, vllm_rollout
     from engine.workers.worker import TrainWorker, free_port
@@ -87,8 +88,11 @@ def main(model: str, data: str, mode: str, device: str = "cpu") -> dict:
                 yield lora.plain_name(name), t.detach().to(dtype)
 
     vllm_rollout.streamed_weights = base_only  # from the LoRA actor's first sync on: the adapter never arrives
-    model_cfg = cfg.actor_rollout_ref.model
+    # the config is read-only once resolved: the planted LoRA goes on an editable copy the worker's builder reads
+    planted = editable_copy(worker.builder.cfg)
+    model_cfg = planted.actor_rollout_ref.model
     model_cfg.lora_rank, model_cfg.lora_alpha, model_cfg.target_modules = 8, 16, "all-linear"
+    worker.builder.cfg = planted
     worker.actor = worker.builder.actor()
     worker.actor_module = worker.actor.module
     engine.module = worker.actor_module

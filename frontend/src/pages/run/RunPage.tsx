@@ -46,6 +46,8 @@ function RunView({ run }: { run: RunPublic }) {
   const health = useRunHealth(run.id);
   const store = useLiveMetrics([run.id], null, active ? [run.id] : [], 1000, (_id, kind, data) => {
     onHealthStreamEvent(qc, run.id, kind, data);
+    // the stream opened: a status sent between the page's GET and now came with no event (its plan, its end)
+    if (kind === "hello") void qc.invalidateQueries({ queryKey: qk.run(run.id) });
     if (kind === "status" || kind === "progress") {
       qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
     } else if (kind === "logs") {
