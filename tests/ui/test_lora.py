@@ -111,3 +111,36 @@ def test_run_page_shows_trainable_vs_total_parameters(page, server, tmp_path):
     expect(critic).to_have_attribute("title", "4,400,001 trainable of 494,033,665")
     shot(page, "run-lora-critic-parameters")
     assert not page.errors
+
+
+def test_a_late_catch_up_read_does_not_undo_a_live_status(page, server, tmp_path):
+    """The run page reads the run once more when its stream opens; if that read was answered before a status event
+    but lands after it, the event's news stays (it is newer). The read is held in the browser until the event shows."""
+    run = server.api.external_run("late-read", tags=["ui"])
+    path = f"/api/v1/runs/{run['id']}"
+    reads, held = [], []
+
+    def hold_second_read(route):
+        reads.append(route.request.url)
+        if len(reads) == 2:  # the catch-up read: answered now (before the status), handed to the page later
+            answer = route.fetch().json()
+            answer["resolved_config"]["trainer"]["project_name"] = "caught-up"  # a mark that only this read carries
+            held.append((route, answer))
+        else:
+            route.continue_()
+
+    page.route(lambda url: url.endswith(path), hold_second_read)
+    page.goto(f"{server.url}/runs/{run['id']}")
+    expect(page.locator("h1 [data-status]")).to_have_text("running")
+    for _ in range(1200):  # the stream's hello starts the catch-up read
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the run page made no second read of the run after its stream opened"
+    started(server, run, tmp_path, n_params=498_431_872, n_trainable_params=4_399_104)
+    fact = page.locator('[data-fact="parameters"]')
+    expect(fact).to_have_text("4.4M trainable / 498M parameters (0.88%)")
+    route, body = held[0]
+    route.fulfill(json=body)
+    expect(page.locator("dd", has_text=re.compile("^caught-up$"))).to_have_count(1)  # the read landed
+    expect(fact).to_have_text("4.4M trainable / 498M parameters (0.88%)")  # and the live news stayed

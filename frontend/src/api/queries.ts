@@ -2,10 +2,10 @@
  * Server state: one hook per API read, all through TanStack Query and the generated client. Pages read
  * through these hooks and invalidate through `qk` keys; none calls the SDK for a read itself.
  */
-import { keepPreviousData, useQueries, useQuery } from "@tanstack/react-query";
+import { keepPreviousData, type QueryClient, useQueries, useQuery } from "@tanstack/react-query";
 import * as sdk from "../client/sdk.gen";
 import type {
-  ConfigCheck, ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunStatus, RunUpdate,
+  ConfigCheck, ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunPublic, RunStatus, RunUpdate,
 } from "../client/types.gen";
 import { unwrap } from "./client";
 
@@ -57,6 +57,19 @@ export function useRun(id: number | null) {
     queryFn: () => unwrap(sdk.getRun({ path: { run_id: id! } })),
     enabled: id !== null && Number.isFinite(id),
   });
+}
+
+/**
+ * A run's event stream opened: read the run once more, since a change stored between the page's GET and the stream's
+ * start came with no event (its plan, its end). The stream's events since then are newer than that read may be, so
+ * they win over it: pass each to `note`.
+ */
+export function catchUpRun(qc: QueryClient, id: number): { note: (data: Partial<RunPublic>) => void } {
+  let newer: Partial<RunPublic> | null = {};
+  unwrap(sdk.getRun({ path: { run_id: id } }))
+    .then((fresh) => { qc.setQueryData(qk.run(id), { ...fresh, ...newer }); }, () => undefined)
+    .finally(() => { newer = null; });
+  return { note: (data) => { if (newer) Object.assign(newer, data); } };
 }
 
 /** Why a queued or starting run waits (GET /runs/{id}/queue): asked again every few seconds while it does, since

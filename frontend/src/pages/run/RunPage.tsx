@@ -1,10 +1,10 @@
 /** Run: status and actions, health banner, live charts, config, live log tail. */
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useMemo, useState } from "react";
+import { useMemo, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 import { onHealthStreamEvent, useRunHealth } from "../../api/health";
 import { useLiveMetrics } from "../../api/liveMetrics";
-import { downloads, isActive, qk, runWrites, useExperiments, useRun, useRunQueue } from "../../api/queries";
+import { catchUpRun, downloads, isActive, qk, runWrites, useExperiments, useRun, useRunQueue } from "../../api/queries";
 import { DownloadMenu } from "../../components/DownloadMenu";
 import type { RunPublic } from "../../client/types.gen";
 import { fmtDuration, Progress, StatusBadge } from "../../components/Badges";
@@ -44,11 +44,12 @@ function RunView({ run }: { run: RunPublic }) {
 
   // health is the server's judgement: fetched, then replaced by the stream's `health` events
   const health = useRunHealth(run.id);
+  const catchUp = useRef<ReturnType<typeof catchUpRun> | null>(null);
   const store = useLiveMetrics([run.id], null, active ? [run.id] : [], 1000, (_id, kind, data) => {
     onHealthStreamEvent(qc, run.id, kind, data);
-    // the stream opened: a status sent between the page's GET and now came with no event (its plan, its end)
-    if (kind === "hello") void qc.invalidateQueries({ queryKey: qk.run(run.id) });
+    if (kind === "hello") catchUp.current = catchUpRun(qc, run.id);
     if (kind === "status" || kind === "progress") {
+      catchUp.current?.note(data as Partial<RunPublic>);
       qc.setQueryData<RunPublic>(qk.run(run.id), (old) => (old ? { ...old, ...(data as Partial<RunPublic>) } : old));
     } else if (kind === "logs") {
       logs.append(data as { lines: [number, string, number][] });
