@@ -11,23 +11,21 @@
  * share one SI prefix per axis. The step-time chart is stacked bars (lib/stepBreakdown.ts); the async timeline
  * horizontal bars on the run's clock (lib/timeline.ts).
  */
-import { useMemo, useState, type ReactNode } from "react";
+import { useMemo } from "react";
 import type { MetricStore } from "../api/liveMetrics";
 import { CHARTS, chartKeys, type ChartDef } from "../lib/charts";
-import { axisNumbers, constantRange, duplicateOf, flaggedSteps, fmtShare, fmtSI, groupIntoPanels, maxAbs, panelDomains, PERCENT_AXIS, PERCENT_FORMAT,
+import { axisNumbers, constantRange, duplicateOf, flaggedSteps, groupIntoPanels, maxAbs, panelDomains, PERCENT_AXIS, PERCENT_FORMAT,
   valueFormat, wantsMarkers } from "../lib/chartLayout";
 import { plottable, type Series } from "../lib/series";
 import { ema } from "../lib/smoothing";
-import { concatRuns, stepBreakdown } from "../lib/stepBreakdown";
-import { timeline } from "../lib/timeline";
 import type { ChartOptions } from "./ChartControls";
-import { Plot, type Trace } from "./Plot";
+import type { Trace } from "./Plot";
 import { PALETTE, useDark } from "./useTheme";
+import { BreakdownChart } from "./charts/BreakdownChart";
+import { baseLayout, ChartCard, type Layout, type LegendItem, MARGIN, PLOT_HEIGHT, type RunRef, styleKey, useHidden } from "./charts/ChartCard";
+import { TimelineChart } from "./charts/TimelineChart";
 
-export interface RunRef {
-  id: number;
-  name: string;
-}
+export type { RunRef };
 
 interface Props {
   store: MetricStore;
@@ -37,10 +35,6 @@ interface Props {
   charts?: ChartDef[];
 }
 
-type Layout = Partial<import("plotly.js-basic-dist-min").Layout>;
-
-const PLOT_HEIGHT = 230;
-const MARGIN = { l: 48, r: 12, t: 8, b: 28 };
 const FLAG_COLOR = "#d62728";
 /** more dotted lines than this would hatch the chart: past it, only the markers on the step axis */
 const MAX_FLAG_LINES = 60;
@@ -51,21 +45,6 @@ function shortNames(keys: string[]): Map<string, string> {
   const short = keys.map(strip);
   const unique = new Set(short).size === short.length;
   return new Map(keys.map((k, i) => [k, unique ? short[i] : k]));
-}
-
-
-const DASHES: Record<string, string> = { dot: "2 3", dash: "6 3", dashdot: "6 3 2 3" };
-
-interface LegendItem {
-  /** what show / hide toggles: the trace's name, or "run:<id>" / "key:<key>" for a whole run or key */
-  name: string;
-  /** what the entry reads, when not `name` */
-  label?: string;
-  color: string;
-  dash: string;
-  glyph: "line" | "marker" | "bar";
-  /** after the name, muted: "= actor/lr", "2 steps", "38%" */
-  note?: string;
 }
 
 export function MetricCharts({ store, runs, options, onPointClick, charts = CHARTS }: Props) {
@@ -96,41 +75,6 @@ export function MetricCharts({ store, runs, options, onPointClick, charts = CHAR
       ))}
     </div>
   );
-}
-
-function useHidden(): [ReadonlySet<string>, (name: string) => void] {
-  const [hidden, setHidden] = useState<ReadonlySet<string>>(new Set());
-  const toggle = (name: string) => setHidden((prev) => {
-    const next = new Set(prev);
-    if (next.has(name)) next.delete(name);
-    else next.add(name);
-    return next;
-  });
-  return [hidden, toggle];
-}
-
-function baseLayout(dark: boolean) {
-  const fg = dark ? "#d7dce2" : "#1f2933";
-  return {
-    fg,
-    muted: dark ? "#9aa5b1" : "#52606d",
-    grid: dark ? "#2e3640" : "#e6e9ee",
-    layout: {
-      margin: MARGIN,
-      paper_bgcolor: "rgba(0,0,0,0)",
-      plot_bgcolor: "rgba(0,0,0,0)",
-      font: { color: fg, size: 11 },
-      showlegend: false,
-      hovermode: "x unified",
-      // the unified hover box takes the paper's colour, transparent here: it would show the lines through it
-      hoverlabel: { bgcolor: dark ? "#1b2129" : "#ffffff", bordercolor: dark ? "#46505c" : "#c9ced6", font: { color: fg, size: 11 } },
-    },
-  };
-}
-
-/** Style only (no data): a change redraws the chart, growth alone appends points (Plot's resetKey). */
-function styleKey(traces: Trace[], layout: Layout): string {
-  return JSON.stringify([layout, traces.map(({ x: _x, y: _y, customdata: _c, text: _t, ...style }) => style)]);
 }
 
 function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
@@ -274,138 +218,5 @@ function MetricChart({ def, keys, store, runs, options, dark, onPointClick }: {
         const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
         if (idx !== -1 && Number.isFinite(step)) onPointClick(traceRun[idx], step);
       } : undefined} />
-  );
-}
-
-/** The step-time breakdown: stacked bars, seconds per step or each phase's share of the step. */
-function BreakdownChart({ def, store, runs, options, dark, onPointClick }: {
-  def: ChartDef; store: MetricStore; runs: RunRef[]; options: ChartOptions; dark: boolean;
-  onPointClick?: (runId: number, step: number) => void;
-}) {
-  const [hidden, toggle] = useHidden();
-  const [share, setShare] = useState(false);
-  const perRun = runs.map((r) => store.byRun.get(r.id)).filter((m): m is Map<string, Series> => !!m);
-  const bd = stepBreakdown(concatRuns(perRun));
-  if (!bd) return null;
-  const traces: Trace[] = bd.segments.map((seg) => {
-    const name = seg.afterStep ? `${seg.phase} (after the step)` : seg.phase === "other" ? "other (rest of the step)" : seg.phase;
-    return {
-      name, type: "bar", x: bd.x, y: seg.seconds, customdata: bd.first, width: bd.width * 0.88,
-      marker: { color: seg.color, line: { width: 0 } },
-      text: seg.seconds.map((v, i) => `${name}: ${fmtSI(v)} s (${fmtShare(bd.total[i] > 0 ? v / bd.total[i] : 0)})`),
-      hovertemplate: "%{text}<extra></extra>", textposition: "none",
-      ...(hidden.has(name) ? { visible: "legendonly" } : {}),
-    };
-  });
-  const legend: LegendItem[] = bd.segments.map((seg, i) => ({ name: traces[i].name, color: seg.color, dash: "solid", glyph: "bar",
-    note: fmtShare(seg.share) }));
-  const { layout: common, grid } = baseLayout(dark);
-  const layout = {
-    ...common,
-    barmode: "stack", barnorm: share ? "percent" : "", bargap: 0,
-    xaxis: { gridcolor: grid, zeroline: false, title: { text: "" }, hoverformat: "d" },
-    yaxis: { gridcolor: grid, zeroline: false, ...axisNumbers(share ? 100 : maxAbs(bd.total)), automargin: true, ticksuffix: share ? "%" : " s", rangemode: "tozero",
-      ...(share ? { range: [0, 100], autorange: false } : {}) },
-  } as Layout;
-  const stepsNote = bd.width > 1 ? ` · each bar the mean of ${bd.width} steps` : "";
-  // each update redraws: the last bar's mean changes without the bar count growing
-  const resetKey = [[...hidden].join("|"), share, store.version, store.epoch, dark, runs.map((r) => r.id).join(".")].join(";");
-  return (
-    <ChartCard def={def} traces={traces} layout={layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
-      titleExtra={<>
-        <span className="muted small chart-subtitle">{options.xAxis === "time" ? "by step" : ""}{stepsNote}</span>
-        <span className="segmented chart-toggle" role="group" aria-label="step time as">
-          <button type="button" aria-pressed={!share} onClick={() => setShare(false)}>seconds</button>
-          <button type="button" aria-pressed={share} onClick={() => setShare(true)}>share of step</button>
-        </span>
-      </>}
-      onPointClick={onPointClick ? (p) => {
-        const step = typeof p.customdata === "number" ? p.customdata : Number(p.x);
-        if (!Number.isFinite(step)) return;
-        // a resumed run's bars after its parent's: the step belongs to the last run that started at or before it
-        const owner = [...runs].reverse().find((r) => (store.byRun.get(r.id)?.get("timing_s/step")?.steps[0] ?? Infinity) <= step) ?? runs[runs.length - 1];
-        onPointClick(owner.id, step);
-      } : undefined} />
-  );
-}
-
-const LANES = [{ name: "training", y: 0, color: "#e45756" }, { name: "rollout", y: 1, color: "#4c78a8" }];
-
-/** The async modes' timeline: a bar per step on the rollout lane (its batch generated) and on the training lane
- *  (trained on), on the run's clock, so generation overlapping training — or the trainer waiting — is seen. */
-function TimelineChart({ def, store, runs, dark, onPointClick }: {
-  def: ChartDef; store: MetricStore; runs: RunRef[]; dark: boolean; onPointClick?: (runId: number, step: number) => void;
-}) {
-  const [hidden, toggle] = useHidden();
-  const run = runs[runs.length - 1];
-  const tl = timeline(store.byRun.get(run.id));
-  if (!tl) return null;
-  const traces: Trace[] = LANES.map((lane) => {
-    const spans = lane.name === "rollout" ? tl.rollout : tl.train;
-    return {
-      name: lane.name, type: "bar", orientation: "h", y: spans.map(() => lane.y), x: spans.map((x) => x.end - x.start),
-      base: spans.map((x) => x.start), customdata: spans.map((x) => x.step), width: 0.6,
-      marker: { color: lane.color, line: { width: 1, color: dark ? "#1f2933" : "#ffffff" } },
-      text: spans.map((x) => `step ${x.step} ${lane.name}: ${fmtSI(x.start)}–${fmtSI(x.end)} s`),
-      hovertemplate: "%{text}<extra></extra>", textposition: "none",
-      ...(hidden.has(lane.name) ? { visible: "legendonly" } : {}),
-    };
-  });
-  const legend: LegendItem[] = LANES.map((lane) => ({ name: lane.name, color: lane.color, dash: "solid", glyph: "bar" }));
-  const { layout: common, grid } = baseLayout(dark);
-  const layout = {
-    ...common, barmode: "overlay",
-    xaxis: { gridcolor: grid, zeroline: false, ...axisNumbers(maxAbs(tl.rollout.concat(tl.train).map((x) => x.end))), ticksuffix: " s", title: { text: "" } },
-    yaxis: { gridcolor: grid, zeroline: false, tickvals: LANES.map((l) => l.y), ticktext: LANES.map((l) => l.name),
-      range: [-0.6, 1.6], fixedrange: true, automargin: true },
-  } as Layout;
-  const resetKey = [[...hidden].join("|"), store.version, store.epoch, dark, run.id].join(";");
-  return (
-    <ChartCard def={def} traces={traces} layout={layout} resetKey={resetKey} legend={legend} hidden={hidden} toggle={toggle}
-      titleExtra={<span className="muted small chart-subtitle" data-timeline-summary>
-        steps {tl.steps[0]}–{tl.steps[1]}: generation overlapped training {fmtSI(tl.overlap)} s; the trainer waited {fmtSI(tl.idle)} s
-      </span>}
-      onPointClick={onPointClick ? (p) => {
-        if (typeof p.customdata === "number") onPointClick(run.id, p.customdata);
-      } : undefined} />
-  );
-}
-
-function ChartCard({ def, traces, layout, resetKey, legend, hidden, toggle, onPointClick, titleExtra, note }: {
-  def: ChartDef; traces: Trace[]; layout: Layout; resetKey: string; legend: LegendItem[]; hidden: ReadonlySet<string>;
-  toggle: (name: string) => void; onPointClick?: (p: { x: unknown; y: unknown; customdata: unknown; traceName: string }) => void;
-  titleExtra?: ReactNode;
-  /** a sentence under the title (why a flat line is right) */
-  note?: string;
-}) {
-  return (
-    <section className="card chart-card" data-chart={def.id} data-points={traces.reduce((n, t) => n + t.x.length, 0)}>
-      <h3 className="chart-title">{def.title}{titleExtra}</h3>
-      {note && <p className="small muted chart-note" role="note" data-chart-note>{note}</p>}
-      <Plot traces={traces} layout={layout} resetKey={resetKey} ariaLabel={def.title} height={PLOT_HEIGHT} onPointClick={onPointClick} />
-      <ul className="chart-legend" aria-label={`${def.title} legend`}>
-        {legend.map((l) => (
-          <li key={l.name} data-legend={l.label ?? l.name}>
-            <button type="button" className="link-like" aria-pressed={!hidden.has(l.name)} title="show / hide"
-              onClick={() => toggle(l.name)}>
-              <LegendGlyph item={l} />
-              {l.label ?? l.name}
-              {l.note && <span className="legend-note">{l.note}</span>}
-            </button>
-          </li>
-        ))}
-      </ul>
-    </section>
-  );
-}
-
-function LegendGlyph({ item }: { item: LegendItem }) {
-  if (item.glyph === "marker") {
-    return <svg width="22" height="10" aria-hidden><polygon points="11,1 16,9 6,9" fill={item.color} /></svg>;
-  }
-  if (item.glyph === "bar") return <svg width="14" height="10" aria-hidden><rect x="1" y="0" width="12" height="10" rx="1.5" fill={item.color} /></svg>;
-  return (
-    <svg width="22" height="8" aria-hidden><line x1="1" y1="4" x2="21" y2="4" stroke={item.color} strokeWidth="2.2"
-      strokeDasharray={DASHES[item.dash] ?? undefined} /></svg>
   );
 }
