@@ -19,6 +19,7 @@ from engine.config import (
     format_value,  # noqa: F401 - the one value grammar (engine/config/values.py): runs.py writes config filters with it
     load_named_config,
     merge_trees,
+    parse_value,
     save_resolved,
     set_dotted,
 )
@@ -90,6 +91,11 @@ def parse_command(text: str) -> dict[str, Any]:
             values[o["key"]] = o["value"]
     return {"module": cmd.module, "config_name": cmd.config_name, "env": cmd.env, "overrides": overrides,
             "values": values, "deleted": deleted, "ignored": cmd.ignored}
+
+
+def read_value(text: str) -> Any:
+    """One typed value as the engine's grammar reads it, JSON-safe (inf and nan stay their text)."""
+    return _json_safe(parse_value(text))
 
 
 def _json_safe(value: Any) -> Any:

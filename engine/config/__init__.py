@@ -18,7 +18,7 @@ from engine.config.overrides import Command, CommandOverride, parse_command, par
 from engine.config.resolve import uses_reference, world_size
 from engine.config.resolved import load_resolved, save_resolved
 from engine.config.schema import PPOConfig, all_keys
-from engine.config.values import format_value, parse_value, split_choices
+from engine.config.values import command_text, format_value, parse_value, split_choices
 from engine.config.verl_layout import ALIASES, canonical_key
 
 
@@ -44,6 +44,7 @@ __all__ = [
     "canonical_key",
     "config_from_argv",
     "flatten",
+    "command_text",
     "format_value",
     "json_schema",
     "load_named_config",

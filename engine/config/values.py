@@ -1,8 +1,8 @@
 """The one value grammar of `key=value` overrides (Hydra's): reading a value (`parse_value`), writing one back
 (`format_value`), and splitting a sweep's `a,b,c` into its values (`split_choices`). The command line, the server
 (the paste box's `POST /config/parse`, the config filter of the runs list), the client's sweeps and the New run
-form's "As a command" all follow it (the form's writer, frontend/src/lib/verlCommand.ts, writes what this one
-writes: `true`, `null`, `[a,b]`, `'quoted text'`).
+form all follow it: the form has no grammar of its own, it asks the server to read what was typed
+(`POST /config/values`) and to write its "As a command" (`POST /config/command`, `command_text` here).
 
 Reading uses Hydra's own parser (lists `[a,b]`, quoted strings, null, numbers like 1e-6); a value the grammar
 rejects (e.g. `~/data/train.parquet`) is taken as a plain string, as a user would expect."""
@@ -61,6 +61,19 @@ def format_value(value: Any) -> str:
     if _PLAIN.match(text) and text.lower() not in _WORDS:
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_SHELL_PLAIN = re.compile(r"^[\w./:@=+,-]+$")  # no [ ] { }: bash would glob or brace-expand them
+
+
+def command_text(values: dict[str, Any], config_name: str | None = None, module: str = "engine.main_ppo") -> str:
+    """A command a shell runs as is: `python -m MODULE [--config-name NAME]` and one `key=value` per line, each
+    value written by `format_value`, a token with shell characters in double quotes."""
+    def shell(token: str) -> str:
+        return token if _SHELL_PLAIN.match(token) else '"' + re.sub(r'(["\\$`])', r"\\\1", token) + '"'
+
+    head = f"python -m {module}" + (f" --config-name {shell(config_name)}" if config_name else "")
+    return " \\\n".join([head, *(f"    {shell(f'{key}={format_value(value)}')}" for key, value in values.items())])
 
 
 def split_choices(text: str) -> list[str]:

@@ -39,3 +39,30 @@ def test_a_config_error_names_the_key_and_the_fix(client):
     assert detail["loc"] == ["body", "config", "actor_rollout_ref", "actor", "optim", "lrr"]
     assert detail["fix"].startswith("Did you mean: actor_rollout_ref.actor.optim.lr")
     assert detail["msg"].endswith(detail["fix"])
+
+
+def test_the_form_reads_typed_values_and_writes_its_command_through_the_engines_grammar(client):
+    """The New run form has no grammar of its own: POST /config/values reads what was typed, POST /config/command
+    writes the command, both with engine/config/values.py."""
+    texts = ["[q_proj, v_proj]", "1e-6", "true", "null", "{a: 1, b: [x, 'y z']}", "~/data/train.parquet", "inf"]
+    r = client.post(f"{API}/config/values", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    assert r.json()["values"] == [{"text": t, "value": v} for t, v in zip(texts, [
+        ["q_proj", "v_proj"], 1e-6, True, None, {"a": 1, "b": ["x", "y z"]}, "~/data/train.parquet", "inf"])]
+    r = client.post(f"{API}/config/command", json={"values": {"actor_rollout_ref.model.target_modules": ["q_proj", "v_proj"],
+                                                             "trainer.val_before_train": True}, "config_name": "demo_ppo"})
+    assert r.status_code == 200, r.text
+    assert r.json()["command"] == ("python -m engine.main_ppo --config-name demo_ppo \\\n"
+                                   '    "actor_rollout_ref.model.target_modules=[q_proj,v_proj]" \\\n'
+                                   "    trainer.val_before_train=true")
+
+
+def test_bad_value_and_command_requests_are_422s_naming_the_field(client):
+    for body in ({}, {"texts": "[1]"}, {"texts": ["x" * 100_001]}, {"texts": ["1"] * 1001}):
+        r = client.post(f"{API}/config/values", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"][0]["loc"][:2] == ["body", "texts"], r.text
+    for body, field in (({}, "values"), ({"values": [1]}, "values"), ({"values": {}, "config_name": 3}, "config_name")):
+        r = client.post(f"{API}/config/command", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"][0]["loc"][:2] == ["body", field], r.text

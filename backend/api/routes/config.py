@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import StringConstraints
 
 from fastapi import APIRouter, HTTPException, status
 from sqlmodel import Field, SQLModel
@@ -9,6 +11,7 @@ from backend.api.errors import validated_config
 from backend.models.run import CONFIG_WORDS, Override, preset_field
 from backend.services import run_config
 from backend.services.run_config import RunConfigError
+from engine.config import command_text
 
 router = APIRouter(prefix="/config", tags=["config"])
 
@@ -39,6 +42,33 @@ class ConfigChecked(SQLModel):
 class CommandText(SQLModel):
     command: str = Field(max_length=200_000, description="A command line as pasted: `[VAR=v] python -m "
                          "verl.trainer.main_ppo [--config-name NAME] key=value ...`, or bare `key=value` lines.")
+
+
+ValueText = Annotated[str, StringConstraints(max_length=100_000)]
+
+
+class ValueTexts(SQLModel):
+    texts: list[ValueText] = Field(max_length=1000, description="Values as typed after `key=`, e.g. `[q_proj, v_proj]`.")
+
+
+class ValueRead(SQLModel):
+    text: str
+    value: Any = Field(description="what the engine's override grammar reads the text as (a text it does not read "
+                       "as anything else is that string)")
+
+
+class ValuesRead(SQLModel):
+    values: list[ValueRead]
+
+
+class CommandValues(SQLModel):
+    values: dict[str, Any] = Field(description="dotted key -> value, in the order the command lists them")
+    config_name: str | None = Field(default=None, max_length=200, description="a preset, written as `--config-name`")
+
+
+class CommandLine(SQLModel):
+    command: str = Field(description="`python -m engine.main_ppo [--config-name NAME] key=value ...`, one per line, "
+                         "ready for a shell")
 
 
 class ParsedOverride(SQLModel):
@@ -93,3 +123,15 @@ def validate_config(body: ConfigCheck):
     """Check a config without creating a run: the resolved config, or a 422 naming the key."""
     tree, resolved = validated_config(body.preset, body.config, body.overrides)
     return ConfigChecked(config=tree, resolved_config=resolved)
+
+
+@router.post("/values", response_model=ValuesRead)
+def read_values(body: ValueTexts):
+    """Typed values read by the engine's one override grammar (the New run form has no grammar of its own)."""
+    return ValuesRead(values=[ValueRead(text=text, value=run_config.read_value(text)) for text in body.texts])
+
+
+@router.post("/command", response_model=CommandLine)
+def write_command(body: CommandValues):
+    """Values written back as the command line that runs them (the New run form's "As a command")."""
+    return CommandLine(command=command_text(body.values, body.config_name))

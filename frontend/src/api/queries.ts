@@ -3,10 +3,13 @@
  * through these hooks and invalidate through `qk` keys; none calls the SDK for a read itself.
  */
 import { keepPreviousData, type QueryClient, useQueries, useQuery } from "@tanstack/react-query";
+import { useRef } from "react";
 import * as sdk from "../client/sdk.gen";
 import type {
   ConfigCheck, ListRunsData, ListSampleRowsData, ListSamplesData, ListStepOverlapsData, RunCreate, RunFork, RunPublic, RunStatus, RunUpdate,
 } from "../client/types.gen";
+import type { HydraValue } from "../lib/hydraValue";
+import type { GrammarRead } from "../lib/schemaForm";
 import { unwrap } from "./client";
 
 /** A generated query type with `null` left out of each value (the pages leave a filter out rather than null it). */
@@ -206,6 +209,33 @@ export function useConfigPlan(body: ConfigCheck, enabled: boolean) {
     queryKey: ["config-plan", body],
     queryFn: () => unwrap(sdk.validateConfig({ body })),
     enabled,
+    placeholderData: keepPreviousData,
+    staleTime: Infinity,
+    retry: false,
+  });
+}
+
+/** Typed values read by the engine's override grammar (POST /config/values): the form's lists and free-form values,
+ *  so the browser has no grammar of its own. `read(text)` is undefined until the server has answered for it. */
+export function useGrammarRead(texts: string[]): GrammarRead {
+  const unique = [...new Set(texts)].sort();
+  const q = useQuery({
+    queryKey: ["config-values", unique],
+    queryFn: () => unwrap(sdk.readValues({ body: { texts: unique } })),
+    enabled: unique.length > 0,
+    staleTime: Infinity,
+    retry: false,
+  });
+  const known = useRef(new Map<string, HydraValue>());
+  for (const { text, value } of q.data?.values ?? []) known.current.set(text, value as HydraValue);
+  return (text) => known.current.get(text);
+}
+
+/** The command line that runs these values (POST /config/command, written by the engine's grammar). */
+export function useCommandText(values: Record<string, HydraValue>, configName: string | null) {
+  return useQuery({
+    queryKey: ["config-command", values, configName],
+    queryFn: () => unwrap(sdk.writeCommand({ body: { values, config_name: configName } })),
     placeholderData: keepPreviousData,
     staleTime: Infinity,
     retry: false,

@@ -53,6 +53,18 @@ export type ArtifactsPublic = {
 };
 
 /**
+ * CommandLine
+ */
+export type CommandLine = {
+    /**
+     * Command
+     *
+     * `python -m engine.main_ppo [--config-name NAME] key=value ...`, one per line, ready for a shell
+     */
+    command: string;
+};
+
+/**
  * CommandText
  */
 export type CommandText = {
@@ -62,6 +74,26 @@ export type CommandText = {
      * A command line as pasted: `[VAR=v] python -m verl.trainer.main_ppo [--config-name NAME] key=value ...`, or bare `key=value` lines.
      */
     command: string;
+};
+
+/**
+ * CommandValues
+ */
+export type CommandValues = {
+    /**
+     * Values
+     *
+     * dotted key -> value, in the order the command lists them
+     */
+    values: {
+        [key: string]: unknown;
+    };
+    /**
+     * Config Name
+     *
+     * a preset, written as `--config-name`
+     */
+    config_name?: string | null;
 };
 
 /**
@@ -2093,6 +2125,44 @@ export type ValidationError = {
 };
 
 /**
+ * ValueRead
+ */
+export type ValueRead = {
+    /**
+     * Text
+     */
+    text: string;
+    /**
+     * Value
+     *
+     * what the engine's override grammar reads the text as (a text it does not read as anything else is that string)
+     */
+    value: unknown;
+};
+
+/**
+ * ValueTexts
+ */
+export type ValueTexts = {
+    /**
+     * Texts
+     *
+     * Values as typed after `key=`, e.g. `[q_proj, v_proj]`.
+     */
+    texts: Array<string>;
+};
+
+/**
+ * ValuesRead
+ */
+export type ValuesRead = {
+    /**
+     * Values
+     */
+    values: Array<ValueRead>;
+};
+
+/**
  * WebhookCreate
  */
 export type WebhookCreate = {
@@ -2546,6 +2616,88 @@ export type ValidateConfigResponses = {
 };
 
 export type ValidateConfigResponse = ValidateConfigResponses[keyof ValidateConfigResponses];
+
+export type ReadValuesData = {
+    body: ValueTexts;
+    path?: never;
+    query?: never;
+    url: '/api/v1/config/values';
+};
+
+export type ReadValuesErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type ReadValuesError = ReadValuesErrors[keyof ReadValuesErrors];
+
+export type ReadValuesResponses = {
+    /**
+     * Successful Response
+     */
+    200: ValuesRead;
+};
+
+export type ReadValuesResponse = ReadValuesResponses[keyof ReadValuesResponses];
+
+export type WriteCommandData = {
+    body: CommandValues;
+    path?: never;
+    query?: never;
+    url: '/api/v1/config/command';
+};
+
+export type WriteCommandErrors = {
+    /**
+     * no API token (Authorization: Bearer)
+     */
+    401: ErrorMessage;
+    /**
+     * a token that may not do this
+     */
+    403: ErrorMessage;
+    /**
+     * no such run, experiment, sample, file or preset
+     */
+    404: ErrorMessage;
+    /**
+     * a body over RLSTUDIO_MAX_JSON_BYTES (default 2 MiB)
+     */
+    413: ErrorMessage;
+    /**
+     * Validation Error
+     */
+    422: HttpValidationError;
+};
+
+export type WriteCommandError = WriteCommandErrors[keyof WriteCommandErrors];
+
+export type WriteCommandResponses = {
+    /**
+     * Successful Response
+     */
+    200: CommandLine;
+};
+
+export type WriteCommandResponse = WriteCommandResponses[keyof WriteCommandResponses];
 
 export type ListExperimentsData = {
     body?: never;

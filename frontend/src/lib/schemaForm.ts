@@ -2,7 +2,7 @@
  * The New-run form is generated from the engine's run-config JSON Schema (pydantic): this module turns the
  * schema into a flat list of fields (dotted verl keys), and converts what a user types into typed values.
  */
-import { parseValue, type HydraValue } from "./verlCommand";
+import type { HydraValue } from "./hydraValue";
 
 type Schema = {
   $ref?: string;
@@ -225,11 +225,48 @@ export function toText(field: Field, value: HydraValue | undefined): string {
   return String(value);
 }
 
-export type Coerced = { ok: true; value: HydraValue } | { ok: false; error: string };
+/** Typed value, an error that names what was expected, or `pending` while the server reads the text (a list or a
+ *  free-form value not written as JSON: the engine's grammar reads those, see `grammarText`). */
+export type Coerced = { ok: true; value: HydraValue } | { ok: false; error: string; pending?: true };
 
-/** Typed value from what the user typed; errors name what was expected. */
-export function fromText(field: Field, text: string): Coerced {
+/** How the engine's override grammar read a text (the server's answer), undefined until it has answered. */
+export type GrammarRead = (text: string) => HydraValue | undefined;
+
+const SCALAR_KINDS = new Set(["integer", "number", "boolean", "enum", "string"]);
+
+function json(text: string): HydraValue | undefined {
+  try {
+    return JSON.parse(text) as HydraValue;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The text the engine's grammar must read for this field's value (`[a, b]`, `{k: v}`, bare words), or null when
+ *  the browser can take it as it is (numbers, booleans, plain strings, JSON). */
+export function grammarText(field: Field, text: string): string | null {
   const t = text.trim();
+  if (t === "") return null;
+  if (field.kind === "list") {
+    const asList = t.startsWith("[") ? t : `[${t}]`;
+    return Array.isArray(json(asList)) ? null : asList;
+  }
+  if (field.kind === "string") return field.acceptsList && t.startsWith("[") && json(t) === undefined ? t : null;
+  if (SCALAR_KINDS.has(field.kind)) return null;
+  return json(t) === undefined ? t : null;
+}
+
+const PENDING: Coerced = { ok: false, error: "", pending: true };
+
+/** Typed value from what the user typed; errors name what was expected. `read` is the server's reading of the
+ *  texts `grammarText` names (without it, such a text stays pending). */
+export function fromText(field: Field, text: string, read: GrammarRead = () => undefined): Coerced {
+  const t = text.trim();
+  const typed = (): HydraValue | undefined => {
+    const asked = grammarText(field, text);
+    if (asked === null) return json(field.kind === "list" && !t.startsWith("[") ? `[${t}]` : t);
+    return read(asked);
+  };
   if (t === "") {
     if (field.nullable) return { ok: true, value: null };
     if (field.kind === "string") return { ok: true, value: "" };
@@ -252,21 +289,19 @@ export function fromText(field: Field, text: string): Coerced {
       return field.options.includes(t) ? { ok: true, value: t } : { ok: false, error: `one of ${field.options.join(", ")}` };
     case "string":
       if (field.acceptsList && t.startsWith("[")) {
-        const v = parseValue(t);
+        const v = typed();
+        if (v === undefined) return PENDING;
         return Array.isArray(v) ? { ok: true, value: v.map(String) } : { ok: false, error: "expected a path or a [list, of, paths]" };
       }
       return { ok: true, value: text };
     case "list": {
-      const v = parseValue(t.startsWith("[") ? t : `[${t}]`);
+      const v = typed();
+      if (v === undefined) return PENDING;
       return Array.isArray(v) ? { ok: true, value: v } : { ok: false, error: "expected a list like [a, b]" };
     }
     default: {
-      try {
-        return { ok: true, value: JSON.parse(t) as HydraValue };
-      } catch {
-        const v = parseValue(t);
-        return { ok: true, value: v };
-      }
+      const v = typed();
+      return v === undefined ? PENDING : { ok: true, value: v };
     }
   }
 }

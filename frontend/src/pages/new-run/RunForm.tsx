@@ -7,15 +7,15 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router-dom";
 import { ApiError } from "../../api/client";
-import { qk, runWrites, useConfigPlan } from "../../api/queries";
+import { qk, runWrites, useCommandText, useConfigPlan, useGrammarRead } from "../../api/queries";
 import { PageTitle } from "../../components/Layout";
 import { flatten, sameValue, unflatten } from "../../lib/configDiff";
 import { essentialsFirst, fieldsFromSchema, type Field } from "../../lib/schemaForm";
 import { useDebounced } from "../../lib/useDebounced";
-import { toCommand, type HydraValue } from "../../lib/verlCommand";
+import type { HydraValue } from "../../lib/hydraValue";
 import { FieldGroupCard } from "./FieldGroupCard";
 import { FieldInput, fieldDomId, type Raw } from "./FieldInput";
-import { rawOf, valueOf } from "./fieldValues";
+import { grammarTextOf, rawOf, valueOf } from "./fieldValues";
 import { PasteSection } from "./PasteSection";
 import { PresetPicker } from "./PresetPicker";
 import { presetLabel } from "./presets";
@@ -68,22 +68,32 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   const [advancedFilter, setAdvancedFilter] = useState("");
 
   const rawFor = (f: Field): Raw => (f.key in edits ? edits[f.key] : rawOf(f, base[f.key]));
+  // lists and free-form values are read by the engine's grammar on the server, not by a copy of it here
+  const read = useGrammarRead(Object.entries(edits).flatMap(([key, raw]) => {
+    const f = byKey.get(key);
+    const text = f ? grammarTextOf(f, raw) : null;
+    return text === null ? [] : [text];
+  }));
+  const valueFor = (f: Field, raw: Raw = rawFor(f)) => valueOf(f, raw, read);
   const clientErrors: Record<string, string> = {};
+  const unread: string[] = [];
   const changed: Record<string, HydraValue> = {};
   for (const [key, raw] of Object.entries(edits)) {
     const f = byKey.get(key);
     if (!f) continue;
-    const v = valueOf(f, raw);
-    if (!v.ok) clientErrors[key] = v.error;
+    const v = valueFor(f, raw);
+    if (!v.ok && v.pending) unread.push(key);
+    else if (!v.ok) clientErrors[key] = v.error;
     else if (!sameValue(v.value, base[key] ?? null)) changed[key] = v.value;
   }
+  const command = useCommandText(changed, preset && !parent ? preset : null);
 
   // what the engine will use where it derives a value, and whether it takes the combination at all: ask it (POST
   // /config/validate, the server's own gate) once the edits pause
   const planBody = useMemo(() => parent ? { config: unflatten({ ...flatten(parent.resolved_config), ...changed }) as Record<string, unknown> }
     : { preset, config: unflatten(changed) as Record<string, unknown> }, [parent, preset, JSON.stringify(changed)]); // eslint-disable-line react-hooks/exhaustive-deps
   const settledBody = useDebounced(planBody, 300);
-  const plan = useConfigPlan(settledBody, Object.keys(clientErrors).length === 0);
+  const plan = useConfigPlan(settledBody, Object.keys(clientErrors).length === 0 && unread.length === 0);
   // a combination the engine refuses (e.g. a batch that does not split into mini-batches), shown as the user edits
   const live = useMemo(() => plan.error instanceof ApiError && plan.error.fieldErrors.length
     ? splitServerErrors(plan.error.fieldErrors, (key) => byKey.has(key)) : { atFields: {}, general: [] }, [plan.error, byKey]);
@@ -92,7 +102,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   const plannedNote = (f: Field): string | undefined => {
     if (!planned || !/micro_batch_size_per_gpu$/.test(f.key) || !(f.key in planned)) return undefined;
     const use = planned[f.key];
-    const v = valueOf(f, rawFor(f));
+    const v = valueFor(f);
     const gpuNote = planned["trainer.auto_micro_batch"] === true ? "; on a GPU, trainer.auto_micro_batch may size it from free memory instead" : "";
     if (!v.ok) return undefined;
     if (v.value === null || v.value === undefined) return `auto: the run uses ${String(use)}${gpuNote}`;
@@ -103,7 +113,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
   // no critic (GRPO, RLOO, ... : critic.enable unset and an estimator other than gae): its fields are noise here
   const current = (key: string) => {
     const f = byKey.get(key);
-    const v = f ? valueOf(f, rawFor(f)) : null;
+    const v = f ? valueFor(f) : null;
     return v && v.ok ? v.value : undefined;
   };
   const criticEnable = current("critic.enable");
@@ -162,6 +172,7 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
       focusField(firstBad);
       return;
     }
+    if (unread.length) return;  // the server is still reading a typed list: the button is disabled until it has
     submit.mutate();
   };
 
@@ -235,10 +246,10 @@ export function RunForm({ schema, presets, presetNames, preset, parent, pending,
       <section className="card">
         <details>
           <summary className="small">As a command ({changedCount} key{changedCount === 1 ? "" : "s"} set on top of {parent ? "the parent run" : preset ? presetLabel(preset) : "the defaults"})</summary>
-          <pre className="log-tail">{toCommand(changed) + (preset && !parent ? ` \\\n    --config-name ${preset}` : "")}</pre>
+          <pre className="log-tail" aria-busy={command.isFetching}>{command.data?.command ?? ""}</pre>
         </details>
         <div className="row" style={{ marginTop: ".6rem" }}>
-          <button type="submit" className="primary" disabled={submit.isPending}>{submit.isPending ? "Launching…" : parent ? "Launch fork" : "Launch run"}</button>
+          <button type="submit" className="primary" disabled={submit.isPending || unread.length > 0}>{submit.isPending ? "Launching…" : parent ? "Launch fork" : "Launch run"}</button>
           {Object.keys(clientErrors).length > 0 && <span className="field-error">Fix the highlighted fields first.</span>}
         </div>
       </section>

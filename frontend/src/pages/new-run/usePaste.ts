@@ -11,7 +11,7 @@ import type { ParsedCommand } from "../../client/types.gen";
 import type { Json } from "../../lib/configDiff";
 import { pasteBase, presetValuesNotSet, type PasteWhy } from "../../lib/pasteBase";
 import type { Field } from "../../lib/schemaForm";
-import type { HydraValue } from "../../lib/verlCommand";
+import type { HydraValue } from "../../lib/hydraValue";
 import type { Raw } from "./FieldInput";
 import { rawOf } from "./fieldValues";
 
