@@ -58,7 +58,7 @@ def test_the_form_reads_typed_values_and_writes_its_command_through_the_engines_
 
 
 def test_bad_value_and_command_requests_are_422s_naming_the_field(client):
-    for body in ({}, {"texts": "[1]"}, {"texts": ["x" * 100_001]}, {"texts": ["1"] * 1001}):
+    for body in ({}, {"texts": "[1]"}, {"texts": ["x" * 10_001]}, {"texts": ["1"] * 201}):
         r = client.post(f"{API}/config/values", json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["detail"][0]["loc"][:2] == ["body", "texts"], r.text

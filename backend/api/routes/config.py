@@ -44,11 +44,11 @@ class CommandText(SQLModel):
                          "verl.trainer.main_ppo [--config-name NAME] key=value ...`, or bare `key=value` lines.")
 
 
-ValueText = Annotated[str, StringConstraints(max_length=100_000)]
+ValueText = Annotated[str, StringConstraints(max_length=10_000)]  # 200 of these stay under the body limit (2 MB)
 
 
 class ValueTexts(SQLModel):
-    texts: list[ValueText] = Field(max_length=1000, description="Values as typed after `key=`, e.g. `[q_proj, v_proj]`.")
+    texts: list[ValueText] = Field(max_length=200, description="Values as typed after `key=`, e.g. `[q_proj, v_proj]`.")
 
 
 class ValueRead(SQLModel):
