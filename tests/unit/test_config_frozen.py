@@ -23,6 +23,31 @@ def test_resolve_and_load_resolved_hand_out_read_only_configs(tmp_path):
     assert is_frozen(pickle.loads(pickle.dumps(cfg)))  # as a Ray worker receives it
 
 
+def test_lists_and_mappings_inside_a_resolved_config_are_read_only_too(tmp_path):
+    """A free-form mapping (ray_init.runtime_env, rollout.engine_kwargs, +keys) and a list (trainer.logger) are
+    frozen with the sections; to every reader they are still a dict and a list (JSON, YAML, pickling, ==)."""
+    import yaml
+
+    cfg = build_config(["+ray_init.runtime_env.env_vars.A=1", "trainer.logger=[console,file]"])
+    env, logger = cfg.ray_init.runtime_env, cfg.trainer.logger
+    for change in (lambda: env.__setitem__("B", 2), lambda: env["env_vars"].update(B="2"), lambda: env.pop("env_vars"),
+                   lambda: logger.append("wandb"), lambda: logger.__setitem__(0, "x"), lambda: logger.sort()):
+        with pytest.raises(ReadOnlyConfigError, match="read-only"):
+            change()
+    assert env == {"env_vars": {"A": "1"}} and logger == ["console", "file"]
+    assert isinstance(env, dict) and isinstance(logger, list)
+    dumped = cfg.model_dump()
+    assert type(dumped["ray_init"]["runtime_env"]) is dict and yaml.safe_load(yaml.safe_dump(dumped)) == dumped
+    received = pickle.loads(pickle.dumps(cfg))  # as a Ray worker receives it: still read-only
+    with pytest.raises(ReadOnlyConfigError):
+        received.trainer.logger.append("wandb")
+    assert load_resolved(save_resolved(cfg, tmp_path / "c.json")) == cfg
+    copy = editable_copy(cfg)
+    copy.trainer.logger.append("wandb")
+    copy.ray_init.runtime_env["env_vars"]["B"] = 2
+    assert cfg.trainer.logger == ["console", "file"] and cfg.ray_init.runtime_env == {"env_vars": {"A": "1"}}
+
+
 def test_an_editable_copy_changes_and_the_original_stays():
     cfg = build_config([])
     copy = editable_copy(cfg)
