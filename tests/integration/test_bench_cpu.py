@@ -29,6 +29,10 @@ def test_bench_grpo_static_rollout(tmp_path):
     for name in ("gen", "ref", "update_actor", "step"):
         assert phases[name]["timing_s"] > 0 and phases[name]["tokens_per_s"] > 0, phases[name]
     assert phases["old_log_prob"]["timing_s"] == 0.0  # on-policy: computed inside the update
+    # per step, what the update ran with (issue 40 §4): 8 sequences in micro-batches of 4 rows, their real tokens
+    update = phases["update_actor"]
+    assert update["micro_batches_runs"] == [2] and update["micro_tokens_max_runs"][0] <= 4 * 24
+    assert update["micro_padded_tokens_runs"][0] >= update["micro_tokens_max_runs"][0]
     assert phases["memory"]["cpu_max_rss_gb"] > 0
     check = phases["check"]
     assert check["response_length_mean"] == 8.0  # min = max new tokens
