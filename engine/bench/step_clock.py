@@ -76,9 +76,17 @@ def main(argv: list[str]) -> int:
         print("usage: python3 engine/bench/step_clock.py RUN.log [--metrics RUN.jsonl] [--warm-from 3]", file=sys.stderr)
         return 2
     warm = int(argv[argv.index("--warm-from") + 1]) if "--warm-from" in argv else 3
-    result = summary(argv[0], warm)
+    try:
+        result = summary(argv[0], warm)
+    except OSError as e:
+        print(f"step_clock: cannot read the log {argv[0]}: {e.strerror}", file=sys.stderr)
+        return 2
     if "--metrics" in argv:
-        result |= phase_timers(argv[argv.index("--metrics") + 1])
+        metrics = argv[argv.index("--metrics") + 1]
+        try:
+            result |= phase_timers(metrics)
+        except OSError as e:  # a run that died before its first step wrote none: the log's figures still count
+            result["metrics_missing"] = f"{metrics}: {e.strerror}"
     print(json.dumps(result))
     return 0
 
