@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             emit({"impl": "rlstudio", "phase": "response_lengths",
                   **length_histogram(res["response_lengths"], w.response_len)})
         engine_step = phases["step"]["timing_s"]
-        engine_wall = phases.get("step_wall", phases["step"])["timing_s"]
+        engine_wall = phases["step_wall"]["timing_s"] if "step_wall" in phases else None
 
     if args.vs_trl or args.trl_only:
         if args.algo != "grpo":
@@ -141,14 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             emit({"impl": "trl", "phase": "response_lengths",
                   **length_histogram(trl["response_lengths"], w.response_len)})
         if engine_step:
-            # wall time against wall time: each side's time between step ends (a side's own per-step timer
-            # leaves out what runs between its steps); the timer ratio stays beside it for older figures
-            trl_wall = trl.get("step_wall_s") or trl["step_s"]
-            emit({"phase": "ratio", "rlstudio_step_wall_s": engine_wall, "trl_step_wall_s": round(trl_wall, 4),
-                  "rlstudio_over_trl": round(engine_wall / trl_wall, 4),
-                  "speedup_vs_trl": round(trl_wall / engine_wall, 3),
-                  "rlstudio_step_s": engine_step, "trl_step_s": round(trl["step_s"], 4),
-                  "timer_ratio": round(engine_step / trl["step_s"], 4)})
+            from engine.bench.ratios import vs_trl
+
+            # wall time against wall time (ratios.py says why): no ratio where a side has no time between step ends
+            emit(vs_trl(engine_wall, trl.get("step_wall_s"), engine_step, trl["step_s"]))
 
     if args.anchors:
         from engine.bench.anchors import run_anchors

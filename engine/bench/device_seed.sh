@@ -4,7 +4,9 @@
 # /tmp/.whl-gsm8k), 12 steps, checkpoint and validation every 10; the file logger is added beside the console so
 # that every phase's timing and the rollout-vs-actor mismatch of every step come back ($OUT/seed-LABEL-metrics.jsonl).
 #   bash engine/bench/device_seed.sh LABEL [key=value ...]      (e.g. ray_kwargs.ray_init.mode=ray)
-# Prints the run's output, every line prefixed with seconds since launch (device_issue26.sh keeps it under $OUT).
+# Prints the run's output, every line prefixed with seconds since launch (device_issue26.sh keeps it under $OUT),
+# then one JSON line from step_clock.py: launch -> workers up and -> the first step (the cold-start figure), the
+# wall time between step ends, and each validation's and checkpoint save's seconds by step (first vs later).
 set -uo pipefail
 label=$1; shift
 gsm=/tmp/.whl-gsm8k
@@ -21,10 +23,13 @@ t0=$(python3 -c 'import time; print(time.time())')
 mapfile -t seed < <(python3 -c "from engine.bench.seed_run import seed_overrides
 print('\\n'.join(seed_overrides('/tmp/seed-model', '/tmp/seed-data', 12)))")
 PYTHONUNBUFFERED=1 python3 -m engine.main_ppo "${seed[@]}" "trainer.logger=['console','file']" \
-  trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=15 trainer.default_local_dir=/tmp/ckpt-$label "$@" 2>&1 | stamp "$t0"
+  trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=15 trainer.default_local_dir=/tmp/ckpt-$label "$@" 2>&1 \
+  | stamp "$t0" | tee /tmp/seed-$label.log
 rc=${PIPESTATUS[0]}
 # every metric of every step (phase timings, mismatch, memory): the file logger's metrics.jsonl, beside the log
 [ -n "${OUT:-}" ] && cp /tmp/ckpt-$label/metrics.jsonl "$OUT/seed-$label-metrics.jsonl" 2>/dev/null
+echo "[device_seed] $label clock: $(python3 engine/bench/step_clock.py /tmp/seed-$label.log \
+  --metrics /tmp/ckpt-$label/metrics.jsonl 2>&1 | tail -n 3)"
 # a checkpoint of actor and critic (weights and Adam state) is ~12 GB: two per run filled the 64 GiB disk by the
 # fourth run (2026-12-06, h100c: "unexpected pos" from torch.save, then the machine stopped answering)
 echo "[device_seed] $label checkpoints: $(du -sh /tmp/ckpt-$label 2>/dev/null | cut -f1)"; rm -rf /tmp/ckpt-$label

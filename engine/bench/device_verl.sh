@@ -24,6 +24,8 @@
 # (verl: its `file` logger, VERL_FILE_LOGGER_PATH, one {"step": N, "data": {...}} a step with timing_s/*;
 # rlstudio: its metrics.jsonl), LABEL-gpu.txt (peak GPU memory over the run from nvidia-smi every 0.5 s, both
 # systems measured alike) and LABEL-rollouts.jsonl (verl: the last step's `trainer.rollout_data_dir` dump).
+# Each run part prints step_clock.py's figures off LABEL.log (one clock for both systems); an rl-* part made after
+# the matching verl-* part on the same machine also prints the wall-time ratio (engine/bench/ratios.py --verl).
 # Each run part fits one 10-minute call (timeout_s 600); the two models' parts are separate calls.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -75,6 +77,9 @@ print('\\n'.join(GRPO))")
   # the first step's line (verl's console: 'step:1 -'; rlstudio's: 'step 1') and the per-phase timers of the steps
   grep -m1 -E "step:1 -|step[: ]+1[ |]" "$OUT/$label.log" | cut -c1-200
   python3 engine/bench/verl_timing.py "$OUT/$label.jsonl" 2>&1 | tail -n 25
+  # the same clock for both systems: launch -> first step, wall time between step ends, validation/save by step
+  python3 engine/bench/step_clock.py "$OUT/$label.log" --metrics "$OUT/$label.jsonl" 2>&1 | tail -n 3
+  mkdir -p /tmp/bench-logs && cp "$OUT/$label.log" /tmp/bench-logs/   # $OUT is new each call; the ratio needs both
   rm -rf "$ck"   # a checkpoint of actor + critic of the 0.5B model is ~12 GB; the disk is 64 GiB
   grep -E "Error|Traceback" "$OUT/$label.log" | tail -n 5
 }
@@ -118,7 +123,10 @@ assert transformers.__file__.startswith('$VSITE'), transformers.__file__" 2>&1 |
     kind=${1#rl-}; model=$2; shift 2; label=rl-$kind-$model; extra=()
     if [ "${1:-}" = vllm ]; then shift; label=$label-vllm
       extra=(actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.enforce_eager=False); fi
-    run_one "$label" rl "$kind" "$model" "${extra[@]}" "$@" ;;
+    run_one "$label" rl "$kind" "$model" "${extra[@]}" "$@"
+    # rlstudio over verl on wall time (engine/bench/ratios.py), where verl's run of this command was made earlier
+    v=/tmp/bench-logs/verl-$kind-$model.log
+    [ -f "$v" ] && rl_env python3 -m engine.bench.ratios --verl "$v" "$OUT/$label.log" ;;
   learn-start)
     seed=${2:-1}; runs=/tmp/learn-runs; mkdir -p $runs; date +%s > $runs/t0
     model=/tmp/smollm2; reward=(custom_reward_function.reward_kwargs.format_score=0.1)
@@ -163,5 +171,5 @@ print('\\n'.join(seed_overrides('$model', '/tmp/seed-data', $LEARN_STEPS) + GRPO
     nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader ;;
   learn-stop)
     for p in /tmp/learn-runs/*.pid; do kill -- -"$(cat "$p")" 2>/dev/null; done; echo stopped ;;
-  *) sed -n 2,25p "$0"; exit 2 ;;
+  *) sed -n 2,29p "$0"; exit 2 ;;
 esac

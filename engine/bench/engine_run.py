@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from engine.bench.step_probe import StepProbe
 from engine.bench.workloads import Workload, bench_score, model_dir, prompt_texts, prompt_token_ids
 
 ASCII_IDS = 94  # ids 0..93 of the byte tokenizer are the printable ASCII characters '!'..'~'
@@ -87,7 +88,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
     freeze(cfg)
     tokenizer = AutoTokenizer.from_pretrained(model)
     reward_fn = RewardManager(tokenizer, bench_score)
-    workers = trainer = None
+    workers = trainer = probe = None
     records: list[dict] = []
     try:
         t0 = time.perf_counter()
@@ -109,6 +110,7 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
             return selection
 
         trainer.batches.scored = recording
+        probe = StepProbe(enabled=workers.launcher == "in-process").start()
         wall = time.perf_counter()
         for step in range(total):
             prompts = make_prompts(w, tokenizer, seed=step) if loader is None else trainer.batches.prompts(step + 1)
@@ -118,14 +120,17 @@ def run_engine(w: Workload, algo: str, warmup: int, steps: int, device: str, ext
             # the batch + the training, and the generation that overlapped it is not in it
             now = time.perf_counter()
             metrics["timing_s/step_wall"], wall = now - wall, now
+            metrics |= probe.sample()  # the update's micro-batch plan, allocator and compile counts this step
             metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
             metrics["warmup"] = step < warmup
             records.append(metrics)
             log({"event": "step", "step": step + 1, "warmup": step < warmup,
                  **{k: round(v, 4) for k, v in metrics.items()
-                    if k.startswith(("timing_s/", "perf/mfu", "response_length/mean", STALE))}})
+                    if k.startswith(("timing_s/", "perf/mfu", "response_length/mean", "probe/", STALE))}})
         memory = workers.group.all_call("memory_stats")[0]
     finally:
+        if probe is not None:
+            probe.stop()
         if trainer is not None:
             trainer.batches.close()  # the async modes: stop the rollout thread
         if workers is not None:
@@ -162,6 +167,10 @@ def summarize(w: Workload, algo: str, records: list[dict], memory: dict, n_param
         if name == "update_actor" and n_params:
             value = mfu(n_params, tokens_all, t, device_name, 1)
             phase["mfu"] = round(value, 4) if value is not None else None
+        if name == "update_actor":  # per step: the swing between steps and what each update ran with
+            phase["mfu_runs"] = [round(r["perf/mfu/actor"], 4) for r in runs if "perf/mfu/actor" in r] or None
+            for key in sorted({k for r in runs for k in r if k.startswith("probe/")}):
+                phase[key.removeprefix("probe/") + "_runs"] = [int(r[key]) if key in r else None for r in runs]
         phases[name] = phase
     mismatch = [r["training/rollout_probs_diff_mean"] for r in measured if "training/rollout_probs_diff_mean" in r]
     lp_diff = [r["actor/rollout_log_probs_absdiff"] for r in measured if "actor/rollout_log_probs_absdiff" in r]

@@ -20,7 +20,7 @@ CONFIGS = {  # label -> engine overrides
     "default": ["+actor_rollout_ref.rollout.engine_kwargs.hf.decode=static"],
     "exact": ["actor_rollout_ref.rollout.exact=True"],
 }
-PHASES = ("gen", "old_log_prob", "ref", "update_actor", "step")
+PHASES = ("gen", "old_log_prob", "ref", "update_actor", "step", "step_wall")  # step_wall: between step ends
 
 
 def mini_batch_overrides(workload: str, minis: int) -> list[str]:

@@ -76,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
                          device_name=info.get("device_name"), n_params=info.get("n_params"))
     print(json.dumps({"label": args.label, "event": "ready", "seconds": round(time.perf_counter() - t0, 1),
                       "overrides": args.overrides, **info}), flush=True)
+    wall = time.perf_counter()
     try:
         for step in range(1, args.steps + 1):
             trainer.global_step = step
             group.raw = {}
             metrics, samples = trainer.train_step(next(loader))
+            # beside the phase timers, the wall time between step ends (the data loader's draw included)
+            now = time.perf_counter()
+            metrics["timing_s/step_wall"], wall = now - wall, now
             record = {"label": args.label, "step": step}
             record.update({k: round(float(v), 3) for k, v in metrics.items() if k.startswith("timing_s/")})
             for k in ("perf/mfu/actor", "actor/pg_loss", "actor/grad_norm", "critic/vf_loss", "critic/grad_norm",

@@ -16,16 +16,40 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 
 from engine.adapters import lora
 from engine.checkpoint.export import HF_FILES_DIR, save_hf_files
+from engine.checkpoint.staging import HostStaging
 
 
-def background_writer(directory: str) -> dcp.FileSystemWriter:
+class StagedWriter(dcp.FileSystemWriter):
+    """DCP's file writer whose staging copies into a role's `HostStaging` buffers (allocated ahead of the first
+    save, engine/checkpoint/staging.py) instead of DCP's own cache, which it allocates during the first save."""
+
+    def __init__(self, directory: str, staging: HostStaging):
+        super().__init__(directory, per_thread_copy_ahead=0)
+        self.staging = staging
+
+    def stage(self, state_dict):
+        return self.staging.stage(state_dict)
+
+
+def background_writer(directory: str, staging: HostStaging | None = None) -> StagedWriter:
     """The writer of one role's background saves, kept by the worker from one save to the next. The state is
-    staged into host memory before the save returns (on a GPU into pinned buffers that this writer keeps, so the
-    next save copies into the same memory instead of allocating it again). Its writer thread then reads host
-    memory only: `per_thread_copy_ahead=0` keeps that thread off the GPU, because a stream sync from it
-    invalidates any CUDA graph the training thread is capturing at that moment (seen on an H100: the static
-    decoder's capture and the checkpoint both failed)."""
-    return dcp.FileSystemWriter(directory, per_thread_copy_ahead=0, cache_staged_state_dict=torch.cuda.is_available())
+    staged into host memory before the save returns (`staging`'s buffers: pinned on a GPU, kept between saves, so
+    every save copies into the same memory). Its writer thread then reads host memory only:
+    `per_thread_copy_ahead=0` keeps that thread off the GPU, because a stream sync from it invalidates any CUDA
+    graph the training thread is capturing at that moment (seen on an H100: the static decoder's capture and the
+    checkpoint both failed)."""
+    return StagedWriter(directory, staging or HostStaging())
+
+
+def prepare_staging(staging: HostStaging, module, optimizer) -> bool:
+    """Start allocating `staging`'s buffers for this role's checkpoint state (background thread). Only once the
+    optimizer has state: reading the state dict of an optimizer without any would make DCP initialise it with a
+    zero-gradient step, which changes training. Returns whether it started."""
+    if not optimizer.state:
+        return False
+    model_sd, optim_sd = get_state_dict(module, optimizer, options=_options(module))
+    staging.prepare({"model": model_sd, "optim": optim_sd})
+    return True
 
 
 def save_role(directory: str, module, optimizer, scheduler, rank: int, world: int, tokenizer=None,

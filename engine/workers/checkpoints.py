@@ -12,7 +12,8 @@ import torch.distributed as dist
 
 from engine.adapters import lora
 from engine.checkpoint.export import hf_class, write_hf_model
-from engine.checkpoint.sharded import background_writer, load_role, save_role
+from engine.checkpoint.sharded import background_writer, load_role, prepare_staging, save_role
+from engine.checkpoint.staging import HostStaging
 from engine.distributed.fsdp import full_state_dict
 
 
@@ -21,11 +22,25 @@ class WorkerCheckpoints:
     scheduler; `rng()`: a context under which the random state a checkpoint records is the rollout's (the
     behaviour host's, separate_async) — nullcontext elsewhere."""
 
-    def __init__(self, roles, tokenizer, rank: int, world: int, rng=contextlib.nullcontext):
+    def __init__(self, roles, tokenizer, rank: int, world: int, rng=contextlib.nullcontext, saves: bool = True):
         self.roles, self.tokenizer, self.rank, self.world, self.rng = roles, tokenizer, rank, world, rng
+        self.saves = saves  # whether this run saves checkpoints at all (trainer.save_freq > 0)
         self.writes: list = []  # background checkpoint writes still running (futures)
         self.groups: dict = {}  # role -> the gloo group of its background writer
-        self.writers: dict = {}  # role -> its background writer (keeps the staging buffers between saves)
+        self.writers: dict = {}  # role -> its background writer
+        self.staging: dict[str, HostStaging] = {}  # role -> its host staging buffers (kept between saves)
+
+    def prepare(self) -> None:
+        """After an update: each async-saved role whose optimizer now has state starts allocating its staging
+        buffers in the background, once, so the first save only copies (engine/checkpoint/staging.py). No-op
+        otherwise; cheap (the state dict's metadata) and local to this worker (no collective)."""
+        if not self.saves:
+            return
+        for name, role, ckpt_cfg in self.roles():
+            if ckpt_cfg.async_save and name not in self.staging:
+                staging = HostStaging()
+                if prepare_staging(staging, role.module, role.optimizer):
+                    self.staging[name] = staging
 
     def save(self, directory: str) -> None:
         """Start the checkpoint. Roles with checkpoint.async_save return once their state is in host memory and are
@@ -35,7 +50,7 @@ class WorkerCheckpoints:
             path = os.path.join(directory, name)
             group = self._group(name) if ckpt_cfg.async_save else None
             if group is not None and name not in self.writers:
-                self.writers[name] = background_writer(path)
+                self.writers[name] = background_writer(path, self.staging.setdefault(name, HostStaging()))
             writer = self.writers.get(name) if group is not None else None
             with self.rng():
                 future = save_role(path, role.module, role.optimizer, role.scheduler, self.rank, self.world,

@@ -96,7 +96,7 @@ class TrainWorker:
         # after each sync: did the update reach the rollout's own weights (vLLM; None for transformers' generate)
         self.freshness = freshness.for_rollout(self.actor_module, self.rollout)
         self.checkpoints = WorkerCheckpoints(self._trained_roles, self.tokenizer, self.rank, self.world,
-                                             rng=self._checkpoint_rng)
+                                             rng=self._checkpoint_rng, saves=cfg.trainer.save_freq > 0)
         torch.manual_seed(cfg.trainer.seed * 1000 + self.rank)  # different samples on different ranks
         micro = None
         if cfg.trainer.auto_micro_batch and self.device_type == "cuda":
@@ -187,6 +187,7 @@ class TrainWorker:
     def update_actor(self, batch: Batch):
         with self._profile("update_actor", batch):
             metrics, produced = self.actor.update_policy(self._local(batch))
+        self.checkpoints.prepare()  # the first update made the optimizer's state: stage buffers for the saves ahead
         if "entropys" in produced:  # on-policy update: it computed the old log-probs itself
             metrics.update(entropy_sums(produced["entropys"], batch))
         return produced.cpu(), metrics
@@ -222,6 +223,7 @@ class TrainWorker:
     def update_critic(self, batch: Batch):
         with self._profile("update_critic", batch):
             metrics = self.critic.update_critic(self._local(batch))
+        self.checkpoints.prepare()
         return Batch(), metrics
 
     # ---- checkpoints (collective: every worker at once) -------------------------------------------------

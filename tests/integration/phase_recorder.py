@@ -4,7 +4,8 @@ reports from step 2 on is appended to PATH as "STEP PHASE" (the hook first runs 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from tests.checkout_path import checkout_pythonpath
 
 HOOK = "tests.integration.phase_recorder:record"
 FILE_ENV = "RLSTUDIO_PHASES_FILE"
@@ -14,9 +15,7 @@ def hook_env(path) -> dict[str, str]:
     """A run's environment entries for this hook (the run's working directory is not the repository's)."""
     from engine.trainer import AFTER_STEP_ENV
 
-    root = str(Path(__file__).resolve().parents[2])
-    return {AFTER_STEP_ENV: HOOK, FILE_ENV: str(path),
-            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    return {AFTER_STEP_ENV: HOOK, FILE_ENV: str(path), "PYTHONPATH": checkout_pythonpath()}
 
 
 def record(step: int, trainer=None) -> None:

@@ -29,6 +29,10 @@ def test_bench_grpo_static_rollout(tmp_path):
     for name in ("gen", "ref", "update_actor", "step"):
         assert phases[name]["timing_s"] > 0 and phases[name]["tokens_per_s"] > 0, phases[name]
     assert phases["old_log_prob"]["timing_s"] == 0.0  # on-policy: computed inside the update
+    # per step, what the update ran with (issue 40 §4): 8 sequences in micro-batches of 4 rows, their real tokens
+    update = phases["update_actor"]
+    assert update["micro_batches_runs"] == [2] and update["micro_tokens_max_runs"][0] <= 4 * 24
+    assert update["micro_padded_tokens_runs"][0] >= update["micro_tokens_max_runs"][0]
     assert phases["memory"]["cpu_max_rss_gb"] > 0
     check = phases["check"]
     assert check["response_length_mean"] == 8.0  # min = max new tokens
@@ -112,3 +116,22 @@ def test_bench_decode_variants(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine.bench", "--tiny", "--decode-variants", "--variants", "fast"],
                          check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "unknown decode variant 'fast'" in bad.stderr, bad.stderr[-2000:]
+
+
+def test_bench_checkpoint_save_first_and_later_blocking(tmp_path):
+    """`python -m engine.bench.checkpoint_save` on the tiny model: one line per variant with every save's blocking
+    seconds; with the buffers prepared ahead the saves allocate nothing (the allocation happened in the thread)."""
+    env = engine_env()
+    env["RLSTUDIO_CACHE"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-m", "engine.bench.checkpoint_save", "--workload", "tiny", "--roles", "1",
+                           "--saves", "2", "--out", str(tmp_path / "out.jsonl")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = {r["variant"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert set(lines) == {"at_save", "prepared"}
+    for r in lines.values():
+        assert len(r["runs"]) == 2 and r["first_blocking_s"] > 0 and r["later_blocking_s"] > 0 and r["state_gb"] > 0
+        assert r["allocations"] == [1]  # one set of buffers per role, reused by the second save
+    assert lines["prepared"]["prepare_background_s"] > 0 and "prepare_background_s" not in lines["at_save"]
+    kept = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["variant"] for r in kept] == ["at_save", "prepared"]

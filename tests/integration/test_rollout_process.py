@@ -163,6 +163,7 @@ def test_a_killed_rollout_process_fails_the_waiting_call_and_every_later_one_wit
 
 
 def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
+    from tests.checkout_path import with_checkout
     from tests.integration.helpers import REPO
 
     script = tmp_path / "worker.py"
@@ -173,8 +174,7 @@ def test_the_rollout_process_exits_when_its_worker_dies(tiny_model, tmp_path):
         "print(rp.pid, flush=True)\n"
         "sys.stdin.read()\n")
     worker = subprocess.Popen([sys.executable, str(script), tiny_model], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                  p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
+                              stdout=subprocess.PIPE, text=True, cwd=REPO, env=with_checkout())
     try:
         pid = int(worker.stdout.readline())  # the rollout process is up
         assert not _gone(pid)

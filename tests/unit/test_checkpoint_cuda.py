@@ -2,7 +2,9 @@
 sync from it invalidates a CUDA graph that the training thread captures meanwhile (the static decoder captures
 one every generation), which on an H100 failed both the capture and the checkpoint. Here the main thread
 captures graphs in the strict ("global") mode for as long as a write is in flight; then the checkpoint loads
-back exactly, for a first save and for a second one that reuses the writer's staging buffers."""
+back exactly, for a first save and for a second one that reuses the writer's staging buffers. And the staging
+buffers allocated ahead (engine/checkpoint/staging.py: pinned host memory, in a thread of their own) leave a
+thread-local capture (the static decoder's mode) alone, and the first save then allocates nothing."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +13,8 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from engine.checkpoint.sharded import background_writer, load_role, save_role
+from engine.checkpoint.sharded import background_writer, load_role, prepare_staging, save_role
+from engine.checkpoint.staging import HostStaging
 from engine.distributed.fsdp import shard_model
 from engine.workers.worker import free_port
 
@@ -52,8 +55,9 @@ def local_state(model, opt) -> dict[str, torch.Tensor]:
     return out
 
 
-def capture_while(future) -> int:
-    """CUDA graphs captured (strict mode) while `future` runs; the count proves the capture overlapped the write."""
+def capture_while(future, mode: str = "global") -> int:
+    """CUDA graphs captured while `future` runs (anything with done()); the count proves the capture overlapped it.
+    "global": any thread's unsafe call fails the capture; "thread_local": only this thread's (the decoder's mode)."""
     x = torch.randn(256, 256, device="cuda")
     captured = 0
     while not future.done():
@@ -63,7 +67,7 @@ def capture_while(future) -> int:
             (x @ x).relu_()  # warm-up on a side stream, as before any capture
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # capture_error_mode="global": any thread's unsafe call fails it
+        with torch.cuda.graph(graph, capture_error_mode=mode):
             (x @ x).relu_()
         graph.replay()
         captured += 1
@@ -92,3 +96,35 @@ def test_background_write_leaves_graph_capture_alone_and_resumes_exactly(one_ran
         assert got.keys() == saved[name].keys()
         for key, want in saved[name].items():
             assert torch.equal(got[key], want), f"{name}: {key} differs after loading"
+
+
+class _Allocating:
+    def __init__(self, staging):
+        self.staging = staging
+
+    def done(self) -> bool:
+        return self.staging.ready()
+
+
+def test_staging_allocated_ahead_leaves_a_thread_local_capture_alone_and_the_first_save_copies(one_rank, tmp_path):
+    model, opt, sched = build(0)
+    train_step(model, opt, sched)
+    staging = HostStaging()
+    assert prepare_staging(staging, model, opt)
+    overlapped = capture_while(_Allocating(staging), mode="thread_local")
+    staging.wait()
+    assert overlapped > 0, "no capture overlapped the allocation: nothing was tested"
+    assert staging.pin and staging.allocations == 1
+    assert all(b.is_pinned() for b in staging.buffers.values() if b.numel())
+    group = dist.new_group(backend="gloo")
+    train_step(model, opt, sched)
+    want = local_state(model, opt)
+    future = save_role(str(tmp_path / "s"), model, opt, sched, 0, 1, background_group=group,
+                       writer=background_writer(str(tmp_path / "s"), staging))
+    future.result()
+    assert staging.allocations == 1  # the save copied into the prepared buffers
+    fresh, fopt, fsched = build(1)
+    train_step(fresh, fopt, fsched)
+    load_role(str(tmp_path / "s"), fresh, fopt, fsched, 0, 1)
+    got = local_state(fresh, fopt)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)

@@ -3,7 +3,6 @@ the static decoder: on CPU through Triton's interpreter (fp32: the interpreter's
 faithful), on CUDA (skipped elsewhere) compiled, in bf16, inside a whole static decode with a CUDA graph."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,9 @@ import pytest
 import torch
 
 triton = pytest.importorskip("triton")
+
+from tests.checkout_path import ROOT, with_checkout
+from tests.triton_interpreter import interpreter_problem
 
 CHECK = textwrap.dedent("""
     import torch
@@ -41,10 +43,10 @@ CHECK = textwrap.dedent("""
 
 
 def test_kernel_matches_eager_attention_in_the_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run([sys.executable, "-c", CHECK], check=False, env=env, cwd=root, capture_output=True, text=True,
-                         timeout=600)
+    if why := interpreter_problem():
+        pytest.skip(why)
+    run = subprocess.run([sys.executable, "-c", CHECK], check=False, env=with_checkout(TRITON_INTERPRET="1"), cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     worst = float(run.stdout.split("WORST")[-1])
     assert worst < 1e-5, worst

@@ -6,7 +6,6 @@ inside (also in a torch.compile'd decode step): log-probs equal the actor's reco
 rows changes no token."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.checkout_path import ROOT, with_checkout
+from tests.triton_interpreter import interpreter_problem
 
 KERNEL = textwrap.dedent("""
     import torch
@@ -141,9 +141,9 @@ DECODE = textwrap.dedent("""
 
 
 def _interpret(script: str) -> str:
-    # PYTHONPATH extended, not replaced: on the GPU machine it holds the carried packages (pydantic & co.)
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    if why := interpreter_problem():
+        pytest.skip(why)
+    env = with_checkout(TRITON_INTERPRET="1")
     run = subprocess.run([sys.executable, "-c", script], check=False, env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]

@@ -19,6 +19,7 @@ import torch
 from engine.config import ConfigError, build_config
 from engine.loggers import build_loggers, check_loggers
 from engine.loggers.external import mlflow_key, numeric
+from tests.checkout_path import with_checkout
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -204,16 +205,13 @@ def read_wandb(run_dir):
     return history, config, exit_code
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
 def log_run_in_fresh_process(tmp_path, loggers: str, status: str = "succeeded", error: str | None = None) -> str:
     """log_run in a new interpreter (wandb keeps process-wide state: a run started in a long test process after
     many other tests once came back without its history); returns its stdout."""
     code = ("import sys; from pathlib import Path; from tests.unit.test_loggers_external import log_run, make; "
             "kw = {'error': sys.argv[4]} if len(sys.argv) > 4 else {}; "
             "log_run(make(Path(sys.argv[1]), sys.argv[2]), status=sys.argv[3], **kw)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    env = with_checkout()
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), loggers, status, *([error] if error else [])],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
