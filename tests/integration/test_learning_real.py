@@ -11,6 +11,8 @@ and a validation of 50 numbers ~40-70 s, depending on the load, so every step an
 Measured on 2 cores shared with other work (2026-12-07), lr 4e-4, 50 numbers every 2 steps: seed 1 (the preset's),
 load 6-13: 40% -> 46% (step 2) -> 80% (step 4), +23 held at step 4, 513 s; seed 2 (data.seed = trainer.seed = 2),
 load 9-12: 40% -> 64% -> 60%, +22 at step 4, 712 s (the same run's first 30 numbers: 43.3 -> 66.7 -> 66.7%, +23.3).
+As committed (30 numbers), seed 1, load 10-19: 43.3% -> 56.7% (step 2) -> 80.0% (step 4), +25 at step 4, 822 s
+(the wall time follows the load: 4 steps and 3 validations of 30 numbers where it was 6 steps and 3 of 50).
 Before, at the preset's lr validating 50 numbers every 3 steps: 40% -> 48% (step 3) -> 62% (step 6), 642-660 s.
 Time is printed, never asserted."""
 from __future__ import annotations
