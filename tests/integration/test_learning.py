@@ -40,6 +40,7 @@ a hang.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -86,12 +87,21 @@ def vllm_learned(records: list[dict]) -> bool:
             and target_reached(val, VLLM_GAIN) and mean(scores[-VLLM_WINDOW:]) - mean(scores[:VLLM_WINDOW]) >= 0.02)
 
 
+def step_samples_written(run: Path, records: list[dict]) -> bool:
+    """Whether the samples of the last validated step are all in samples.jsonl: the run writes a step's metrics line
+    first, then its samples (the trained ones, then the validation's), so stopping on the metrics alone could cut them."""
+    step = validations(records)[-1][0]
+    val_rows = Counter(row["step"] for row in read_records(run / "samples.jsonl") if row["split"] == "val")
+    return val_rows[step] == val_rows[0] > 0
+
+
 @needs_vllm
 def test_grpo_learns_from_vllm_rollouts(tmp_path, cache):
     records, _, elapsed = run_preset(tmp_path, cache, "demo", "actor_rollout_ref.rollout.name=vllm",
                                      "actor_rollout_ref.rollout.dtype=float32",
                                      f"trainer.total_training_steps={VLLM_STEPS}", f"trainer.test_freq={VLLM_WINDOW}",
-                                     env={"VLLM_CPU_KVCACHE_SPACE": "1"}, stop=vllm_learned)
+                                     env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                                     stop=lambda recs: vllm_learned(recs) and step_samples_written(tmp_path / "run", recs))
     stopped_at = validations(records)[-1][0]  # a step begun before the stop may have been logged: leave it out
     records = [r for r in records if r["step"] <= stopped_at]
     scores = training_scores(records)
