@@ -25,7 +25,7 @@ validations in a row (the rule above); a run that ends its 100 steps without bot
 the 100-step run this test made before: training reward 17.0% (steps 1-25) -> 20.8% (76-100); held-out 29.9% ->
 39.9% / 45.1% at steps 50 / 100; 141 s (231 s in the loaded suite). Stopped by the rule (2026-12-07, load 10-19):
 step 75, training reward 17.0% -> 20.8% (51-75), held-out 29.9% -> 26.8 / 39.9 / 43.1% at steps 25 / 50 / 75
-(+11.6), 194 s; seed 2 (data.seed = trainer.seed = 2, load 13-23): step 50, training reward 16.8% -> 20.6%,
+(+11.6), 194 s (as committed, rerun at load 7-13: the same curve, 124 s); seed 2 (data.seed = trainer.seed = 2, load 13-23): step 50, training reward 16.8% -> 20.6%,
 held-out 29.9% -> 34.1 / 36.3% at steps 25 / 50 (+5.3), 177 s. It reuses the
 cache the first test prepared (the same tiny model and data). It is also the suite's one-worker vLLM training
 run: every step logs the weight sync and a train/inference probability mismatch below 1e-3, and every
