@@ -5,32 +5,33 @@ losses and gradient norms step by step, and a checkpoint saved by 2 workers resu
 The rollout is greedy and the advantage estimator GAE (n=1), so both runs see the same responses, and one
 mini-batch per step, so both update on the same rows; what remains is the loss arithmetic, which must not
 depend on how the batch is split over workers and micro-batches (engine/workers/loss_weights.py).
+
+All five runs join the session's Ray cluster (tests/integration/conftest.py's `ray_cluster`, 2 CPUs) rather than
+each starting a Ray of its own; the two-node run adds a second node to it for its length.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
 
-from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
-from tests.waiting import wait_for
+from tests.integration.helpers import base_args, ray_env, run_engine
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
 
 
-def run(tiny_model, arith_data, out, workers, steps, cwd, **extra):
+def run(cluster, tiny_model, arith_data, out, workers, steps, cwd, **extra):
     args = base_args(tiny_model, arith_data, out, **{
         "algorithm.adv_estimator": "gae", "actor_rollout_ref.rollout.n": 1,
         "actor_rollout_ref.rollout.do_sample": "False",
         "actor_rollout_ref.actor.ppo_mini_batch_size": 16, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         "critic.ppo_micro_batch_size_per_gpu": 4, "trainer.n_gpus_per_node": workers,
         "trainer.total_training_steps": steps, "trainer.save_freq": 2, "trainer.val_before_train": "False",
-        "trainer.test_freq": -1, "trainer.logger": "['console','file']"} | extra)
-    result = run_engine(args, cwd, env=ray_env() if extra else None)
+        "trainer.test_freq": -1, "trainer.logger": "['console','file']", "ray_init.address": cluster.address} | extra)
+    result = run_engine(args, cwd, env=ray_env())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -46,16 +47,17 @@ def assert_close(a: dict, b: dict, what: str):
 
 
 @pytest.fixture(scope="module")
-def two_workers(tiny_model, arith_data, tmp_path_factory):
+def two_workers(ray_cluster, tiny_model, arith_data, tmp_path_factory):
     """The one-node two-worker run (3 steps, a checkpoint at step 2), shared by the tests below."""
     out = tmp_path_factory.mktemp("two") / "two"
-    run(tiny_model, arith_data, out, workers=2, steps=3, cwd=out.parent)
+    run(ray_cluster, tiny_model, arith_data, out, workers=2, steps=3, cwd=out.parent)
     return out
 
 
-def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_data, two_workers, tmp_path):
+def test_one_and_two_workers_agree_and_checkpoints_reshard(ray_cluster, tiny_model, arith_data, two_workers,
+                                                           tmp_path):
     one, two = tmp_path / "one", two_workers
-    run(tiny_model, arith_data, one, workers=1, steps=2, cwd=tmp_path)
+    run(ray_cluster, tiny_model, arith_data, one, workers=1, steps=2, cwd=tmp_path)
     m1, m2 = step_metrics(one), step_metrics(two)
     assert sorted(m1) == [1, 2] and sorted(m2) == [1, 2, 3]
     assert m1[1]["actor/grad_norm"] > 0 and m1[1]["critic/vf_loss"] > 0
@@ -71,61 +73,25 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_dat
         resumed.mkdir()
         shutil.copytree(two / "global_step_2", resumed / "global_step_2")
         (resumed / "latest_checkpointed_iteration.txt").write_text("2")
-        result = run(tiny_model, arith_data, resumed, workers=workers, steps=3, cwd=tmp_path)
+        result = run(ray_cluster, tiny_model, arith_data, resumed, workers=workers, steps=3, cwd=tmp_path)
         assert "resumed" in result.stdout
         m = step_metrics(resumed)
         assert sorted(m) == [3], f"resumed on {workers}: steps {sorted(m)}"
         assert_close(m[3], m2[3], f"step 3 resumed on {workers} worker(s)")
 
 
-def ray_json(*args) -> list[dict]:
-    result = subprocess.run([RAY, *args, "--format", "json"], env=ray_env(), capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout)
-
-
-def listed_nodes(result: subprocess.CompletedProcess) -> list[dict]:
-    """`ray list nodes` output while the head comes up: it may fail, or print "No resource in the cluster"
-    (exit 0, not JSON) before the head registers itself; both mean no node yet."""
-    if result.returncode != 0 or not result.stdout.lstrip().startswith("["):
-        return []
-    return json.loads(result.stdout)
-
-
-@pytest.fixture()
-def two_node_cluster():
-    """Two Ray nodes on this machine, token auth. The head has a spare core: a placement that ignored
-    trainer.nnodes (PACK, as before) would put both workers on it; STRICT_SPREAD must use both nodes."""
-    gcs, dashboard = free_port(), free_port()
-    url = f"http://127.0.0.1:{dashboard}"
-    nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
-    try:
-        def both_nodes_alive() -> list[dict] | None:  # the state API answers once the head is up; then node 2 joins
-            assert all(n.poll() is None for n in nodes), "a `ray start` exited"
-            ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
-                                capture_output=True, text=True, check=False)
-            alive = [n for n in listed_nodes(ok) if n["state"] == "ALIVE"]
-            if len(alive) == 1 and len(nodes) == 1:
-                nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
-            return alive if len(alive) == 2 else None
-
-        alive = wait_for(both_nodes_alive, 180, 1, "the two-node Ray cluster")
-        yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
-    finally:
-        for node in reversed(nodes):
-            stop_ray_node(node)
-
-
-def test_two_nodes_one_worker_each(two_node_cluster, tiny_model, arith_data, two_workers, tmp_path):
+def test_two_nodes_one_worker_each(ray_cluster, tiny_model, arith_data, two_workers, tmp_path):
     """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and losses equal
-    to the one-node two-worker run's step by step."""
-    address, url, node_ids = two_node_cluster
+    to the one-node two-worker run's step by step. The head has a spare core: a placement that ignored
+    trainer.nnodes (PACK, as before) would put both workers on it; STRICT_SPREAD must use both nodes."""
     out = tmp_path / "two_nodes"
-    result = run(tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
-                 **{"trainer.nnodes": 2, "ray_init.address": address, "trainer.save_freq": -1})
-    # where the workers ran, from Ray itself (the actors stay listed after they end)
-    actors = ray_json("list", "actors", "--address", url, "--detail", "--filter", "class_name=TrainWorker")
+    earlier = {a["actor_id"] for a in ray_cluster.actors("TrainWorker")}  # the session's earlier runs' workers
+    with ray_cluster.extra_node(num_cpus=1) as node_ids:
+        assert len(node_ids) == 2
+        result = run(ray_cluster, tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
+                     **{"trainer.nnodes": 2, "trainer.save_freq": -1})
+        # where this run's workers ran, from Ray itself (the actors stay listed after they end)
+        actors = [a for a in ray_cluster.actors("TrainWorker") if a["actor_id"] not in earlier]
     assert len(actors) == 2 and {a["node_id"] for a in actors} == node_ids, actors
     # and the engine's own `started` line says the same
     placement = re.findall(r"node (\w+): ranks ([\d,]+)", re.search(r"placement=(.*)", result.stdout).group(1))
