@@ -1,6 +1,5 @@
 """A Ray cluster on this machine (`ray start`, token auth) that several engine runs join with ray_init.address,
-instead of each run starting and stopping a local Ray of its own; a further node can join it for a test that needs
-two nodes (its own ports, so several nodes share one host). tests/integration/conftest.py's `ray_cluster` is one
+instead of each run starting and stopping a local Ray of its own. tests/integration/conftest.py's `ray_cluster` is one
 per pytest session (per xdist worker).
 
 What a run on it sees differs from a local Ray in one way: its workers are started by the cluster's raylet, so they
@@ -10,14 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 from tests.integration.helpers import RAY, free_port, ray_env, start_ray_node, stop_ray_node
 from tests.waiting import wait_for
 
 START_GUARD_S = 180  # hang guards on a node joining or leaving, not waits
-START_TRIES = 3
 
 
 def listed_nodes(result: subprocess.CompletedProcess) -> list[dict]:
@@ -64,35 +61,6 @@ class RayCluster:
             return nodes if len(nodes) == count else None
 
         return wait_for(counted, START_GUARD_S, 1, f"{count} alive node(s) in the Ray cluster")
-
-    @contextmanager
-    def extra_node(self, num_cpus: int):
-        """One more node (its own `ray start --address`) for the length of the block: yields every alive node's id;
-        afterwards the node is stopped and no longer listed alive, so later runs see the cluster as before.
-        Ray gives a starting node a fixed 30 s to register (ray/_private/node.py), which a loaded 2-core machine
-        can exceed: a `ray start` that exits before its node is listed is started again, up to START_TRIES times."""
-        before = len(self.alive())
-        for attempt in range(1, START_TRIES + 1):
-            node = start_ray_node(num_cpus=num_cpus, head_port=self.gcs, log=self._log(len(self.nodes)),
-                                  cwd=self.log_dir)
-            self.nodes.append(node)
-            try:
-                ids = {n["node_id"] for n in self.wait_alive(before + 1)}
-                break
-            except AssertionError:
-                if node.poll() is None or attempt == START_TRIES:  # not the start's own failure, or no tries left
-                    self._drop(node, before)
-                    raise
-                self.nodes.remove(node)  # it exited: its log stays (node-<n>.log), a new one starts
-        try:
-            yield ids
-        finally:
-            self._drop(node, before)
-
-    def _drop(self, node: subprocess.Popen, count: int) -> None:
-        stop_ray_node(node)
-        self.nodes.remove(node)
-        self.wait_alive(count)
 
     def actors(self, class_name: str) -> list[dict]:
         """Every actor of that class the cluster ran (ended ones stay listed), with its node_id."""

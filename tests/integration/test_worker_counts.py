@@ -6,18 +6,21 @@ The rollout is greedy and the advantage estimator GAE (n=1), so both runs see th
 mini-batch per step, so both update on the same rows; what remains is the loss arithmetic, which must not
 depend on how the batch is split over workers and micro-batches (engine/workers/loss_weights.py).
 
-All five runs join the session's Ray cluster (tests/integration/conftest.py's `ray_cluster`, 2 CPUs) rather than
-each starting a Ray of its own; the two-node run adds a second node to it for its length.
+The one-node runs (four) join the session's Ray cluster (tests/integration/conftest.py's `ray_cluster`, 2 CPUs) rather
+than each starting a Ray of its own; the two-node run has a two-node cluster of its own.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
 
 import pytest
 
-from tests.integration.helpers import base_args, ray_env, run_engine
+from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
+from tests.integration.ray_cluster import listed_nodes
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
@@ -80,18 +83,48 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(ray_cluster, tiny_mod
         assert_close(m[3], m2[3], f"step 3 resumed on {workers} worker(s)")
 
 
-def test_two_nodes_one_worker_each(ray_cluster, tiny_model, arith_data, two_workers, tmp_path):
+def ray_json(*args) -> list[dict]:
+    result = subprocess.run([RAY, *args, "--format", "json"], env=ray_env(), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """Two Ray nodes on this machine, token auth, of this test's own (the second started as soon as the head is up:
+    joining the session's cluster later, a loaded machine kept it past Ray's fixed 30 s registration window). The
+    head has a spare core: a placement that ignored trainer.nnodes (PACK, as before) would put both workers on it;
+    STRICT_SPREAD must use both nodes."""
+    gcs, dashboard = free_port(), free_port()
+    url = f"http://127.0.0.1:{dashboard}"
+    nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
+    try:
+        def both_nodes_alive() -> list[dict] | None:  # the state API answers once the head is up; then node 2 joins
+            assert all(n.poll() is None for n in nodes), "a `ray start` exited"
+            ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
+                                capture_output=True, text=True, check=False)
+            alive = [n for n in listed_nodes(ok) if n["state"] == "ALIVE"]
+            if len(alive) == 1 and len(nodes) == 1:
+                nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
+            return alive if len(alive) == 2 else None
+
+        alive = wait_for(both_nodes_alive, 180, 1, "the two-node Ray cluster")
+        yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
+    finally:
+        for node in reversed(nodes):
+            stop_ray_node(node)
+
+
+def test_two_nodes_one_worker_each(two_node_cluster, ray_cluster, tiny_model, arith_data, two_workers, tmp_path):
     """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and losses equal
-    to the one-node two-worker run's step by step. The head has a spare core: a placement that ignored
-    trainer.nnodes (PACK, as before) would put both workers on it; STRICT_SPREAD must use both nodes."""
+    to the one-node two-worker run's step by step."""
+    address, url, node_ids = two_node_cluster
     out = tmp_path / "two_nodes"
-    earlier = {a["actor_id"] for a in ray_cluster.actors("TrainWorker")}  # the session's earlier runs' workers
-    with ray_cluster.extra_node(num_cpus=1) as node_ids:
-        assert len(node_ids) == 2
-        result = run(ray_cluster, tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
-                     **{"trainer.nnodes": 2, "trainer.save_freq": -1})
-        # where this run's workers ran, from Ray itself (the actors stay listed after they end)
-        actors = [a for a in ray_cluster.actors("TrainWorker") if a["actor_id"] not in earlier]
+    result = run(ray_cluster, tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
+                 **{"trainer.nnodes": 2, "ray_init.address": address, "trainer.save_freq": -1})
+    # where the workers ran, from Ray itself (the actors stay listed after they end)
+    actors = ray_json("list", "actors", "--address", url, "--detail", "--filter", "class_name=TrainWorker")
     assert len(actors) == 2 and {a["node_id"] for a in actors} == node_ids, actors
     # and the engine's own `started` line says the same
     placement = re.findall(r"node (\w+): ranks ([\d,]+)", re.search(r"placement=(.*)", result.stdout).group(1))
