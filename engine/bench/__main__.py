@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_variants:
         from engine.bench.update_variants import run_update_variants
 
-        run_update_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}))
+        run_update_variants(w, device, args.overrides, lambda r: emit({"impl": "rlstudio", **r}), args.warmup,
+                            args.steps)
         return 0
 
     if args.decode_variants:

@@ -53,7 +53,8 @@ def synthetic_update_batch(w: Workload):
                   "ref_log_prob": -torch.rand(w.sequences, resp, generator=g) * 12})
 
 
-def run_update_variants(w: Workload, device: str, extra: list[str], emit, repeats: int = 3) -> None:
+def run_update_variants(w: Workload, device: str, extra: list[str], emit, warmup: int = 1, repeats: int = 3) -> None:
+    """Per variant: `warmup` untimed updates, then `repeats` timed ones (the bench's --warmup and --steps)."""
     from engine.bench.engine_run import engine_overrides
     from engine.config import build_config
     from engine.distributed import fsdp
@@ -77,18 +78,18 @@ def run_update_variants(w: Workload, device: str, extra: list[str], emit, repeat
                 times = []
                 if device == "cuda":
                     torch.cuda.reset_peak_memory_stats()
-                for step in range(1 + repeats):  # the first one warms up (compiles)
+                for step in range(warmup + repeats):  # the first ones warm up (compile)
                     batch.info["global_step"] = step
                     sync(device)
                     t0 = time.perf_counter()
                     worker.actor.update_policy(batch.to(worker.device))
                     sync(device)
                     times.append(time.perf_counter() - t0)
-                t = statistics.median(times[1:])
+                t = statistics.median(times[warmup:])
                 value = mfu(info["n_params"], tokens, t, info["device_name"], 1)
                 emit({"phase": "update_variant", "one_worker_units": units, "accumulation": mode,
                       "default": (units, mode) == defaults, "timing_s": round(t, 4),
-                      "runs": [round(x, 4) for x in times[1:]], "mfu": round(value, 4) if value is not None else None,
+                      "runs": [round(x, 4) for x in times[warmup:]], "mfu": round(value, 4) if value is not None else None,
                       "peak_allocated_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2)
                       if device == "cuda" else None})
             worker.shutdown()

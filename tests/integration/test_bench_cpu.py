@@ -65,11 +65,13 @@ def test_bench_ppo_dynamic_bsz(tmp_path):
 
 
 def test_bench_update_variants(tmp_path):
+    """Every layout × accumulation mode times its updates: one each here (--warmup 0 --steps 1, as the bench's
+    other tests; the defaults are one untimed and three timed)."""
     lines = run_bench(tmp_path, "--update-variants")
     variants = [r for r in lines if r["phase"] == "update_variant"]
     assert {(r["one_worker_units"], r["accumulation"]) for r in variants} == {
         (u, m) for u in ("root", "layers") for m in ("nosync", "gathered", "off")}
-    assert all(r["timing_s"] > 0 and len(r["runs"]) == 3 for r in variants)
+    assert all(r["timing_s"] > 0 and len(r["runs"]) == 1 for r in variants)
     assert [(r["one_worker_units"], r["accumulation"]) for r in variants if r["default"]] == [("root", "nosync")]
     kernels = [r for r in lines if r["phase"] == "logprob_kernels"]
     assert [r["chunk_rows"] for r in kernels] == [512, "one pass"]

@@ -118,6 +118,7 @@ def test_ppo_with_critic_reference_and_kl_in_reward(tiny_model, arith_data, tmp_
     args = base_args(tiny_model, arith_data, out, **{
         "critic.optim.lr": "1e-5", "critic.ppo_micro_batch_size_per_gpu": 4,
         "algorithm.kl_ctrl.kl_coef": "0.001", "trainer.total_training_steps": 2, "trainer.test_freq": 2,
+        "trainer.val_before_train": "False",  # the validation after step 2 gives the val-core metric checked below
         "actor_rollout_ref.rollout.n": 1, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         "trainer.profile_steps": "[2]", "trainer.default_local_dir": "ppo"})  # relative: profiles go to ppo/profile
     result = run_engine(args, tmp_path)

@@ -5,6 +5,8 @@ at steps 3 and 4, and the child's charts draw the parent's steps 1-2 and its own
 The runs train in `colocate_async` one batch ahead (issue 29): the harder case, since at the checkpoint step 3's
 prompts are already in flight on the rollout thread; the resume must reissue them (the sync loop's resume is
 covered by the engine's tests, tests/integration/test_train_cpu.py). Their staleness chart shows the lag.
+Each job trains its one worker in the job's own process (`ray_init.mode=in_process`: no worker actor to start per job;
+what is tested here is the run page's cancel and resume, and the async loop's resume, not Ray's workers).
 Slow (three real training jobs on CPU): marked `slow`."""
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.slow
 STEPS, CHECKPOINT = 4, 2
 OVERRIDES = [f"trainer.total_training_steps={STEPS}", f"trainer.save_freq={CHECKPOINT}", "trainer.test_freq=-1",
              "trainer.val_before_train=false", "trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
-             "trainer.v1.sampler.max_off_policy_threshold=2"]  # one batch ahead
+             "trainer.v1.sampler.max_off_policy_threshold=2",  # one batch ahead
+             "ray_init.mode=in_process"]
 TERMINAL = ("succeeded", "failed", "lost", "cancelled")
 
 
