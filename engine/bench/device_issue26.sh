@@ -17,15 +17,9 @@ export PYTHONPATH=/tmp/site:$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 # vLLM's top-k/top-p sampler probes FlashInfer, which is not carried (a JIT package with its own CUDA toolchain
 # needs); its PyTorch sampler runs instead, for plain vLLM and the rollout alike
 export VLLM_USE_FLASHINFER_SAMPLER=0
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 gsm=/tmp/.whl-gsm8k
-part() {  # part NAME SECONDS COMMAND...: run, keep stdout/stderr under $OUT, say how it ended
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "=== $name: $*"
-  timeout "$limit" "$@" > >(tee -a "$OUT/$name.jsonl") 2> >(tee -a "$OUT/$name.err" | grep -E "Error|error|Traceback|WARN|warn|\[bench\]|\[device" | tail -n 40 >&2)
-  echo "=== $name: exit $? after $((SECONDS - t0)) s"
-}
+PART_SHOW="Error|error|Traceback|WARN|warn|\[bench\]|\[device"
+source "$(dirname "$0")/device_part.sh"
 for what in "$@"; do
   case $what in
     versions)

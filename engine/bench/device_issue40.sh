@@ -24,15 +24,9 @@ set -uo pipefail
 # the carried packages first, then the checkout; an inherited PYTHONPATH stays behind them (§6)
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 export VLLM_USE_FLASHINFER_SAMPLER=0
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 gsm=/tmp/.whl-gsm8k
-part() {  # part NAME SECONDS COMMAND...: run, keep stdout/stderr under $OUT, say how it ended
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "=== $name: $*"
-  timeout "$limit" "$@" > >(tee -a "$OUT/$name.jsonl") 2> >(tee -a "$OUT/$name.err" | grep -E "Error|Traceback|\[rlstudio\] warning" | tail -n 20 >&2)
-  echo "=== $name: exit $? after $((SECONDS - t0)) s"
-}
+PART_SHOW="Error|Traceback|\[rlstudio\] warning"
+source "$(dirname "$0")/device_part.sh"
 update_line() {  # the W2 part's update_actor line: per-step times, MFU and the probes
   grep '"phase": "update_actor"' "$OUT/$1.jsonl" | tail -n 1; grep '"phase": "step_wall"' "$OUT/$1.jsonl" | tail -n 1; }
 for what in "$@"; do
