@@ -38,7 +38,8 @@ def scan(path: Path, known: dict[str, Path], *, by_name: bool = False) -> tuple[
         out |= found
         if id(node) in inside and isinstance(node, (ast.Import, ast.ImportFrom)):
             lazy |= found
-    return out, lazy
+    own = {name for name, p in known.items() if p == path}  # a script that runs itself in a subprocess: no cycle
+    return out - own, lazy - own
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

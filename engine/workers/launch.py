@@ -7,6 +7,7 @@ local Ray started for the run, or the cluster at ray_init.address / RAY_ADDRESS,
 """
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 from contextlib import contextmanager
@@ -91,7 +92,7 @@ def start_ray(cfg) -> bool:
     if ray.is_initialized():
         return False
     address = cfg.ray_init.address or os.environ.get("RAY_ADDRESS")
-    runtime_env = cfg.ray_init.runtime_env or None
+    runtime_env = copy.deepcopy(cfg.ray_init.runtime_env) or None  # a plain dict: Ray fills in its own keys
     kwargs = dict(log_to_driver=True, logging_level="ERROR", runtime_env=runtime_env)
     try:
         if address:

@@ -39,16 +39,3 @@ def tiny_reward_model(tmp_path_factory) -> str:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
-
-
-@pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
-    """One Ray cluster of 2 CPUs (tests/integration/ray_cluster.py) shared by the engine runs that test running on
-    Ray workers (worker counts and resharding, two nodes, the async modes on two workers): each run joins it with
-    ray_init.address instead of starting and stopping a Ray of its own. Two CPUs: a run's workers get the threads
-    that a local Ray with ray_init.num_cpus=2 gives them (one each for two workers, two for one)."""
-    from tests.integration.ray_cluster import RayCluster
-
-    cluster = RayCluster(num_cpus=2, log_dir=tmp_path_factory.mktemp("ray-cluster"))
-    yield cluster
-    cluster.stop()

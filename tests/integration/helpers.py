@@ -139,13 +139,11 @@ def ray_env() -> dict:
                            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
 
 
-def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: int | None = None,
-                   log: Path | None = None, cwd: Path | None = None) -> subprocess.Popen:
+def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: int | None = None) -> subprocess.Popen:
     """`ray start --head` (head_port given) or `ray start --address=127.0.0.1:head_port` (a further node of that
     cluster on this machine: its own ports, so several nodes share one host), in the foreground (--block) and
     in its own process group, so `stop_ray_node` ends it and all it started without touching any other Ray
-    on the machine. `log`: a file for what `ray start` prints (else it is dropped). `cwd`: where the node starts,
-    and so where its workers start (a run's own Ray starts them in the run's directory)."""
+    on the machine."""
     cmd = [RAY, "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}", "--disable-usage-stats",
            f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
@@ -155,9 +153,8 @@ def start_ray_node(num_cpus: int, head_port: int | None = None, dashboard_port: 
                 "--include-dashboard=true"]
     else:
         cmd += [f"--address=127.0.0.1:{head_port}"]
-    with open(log, "ab") if log is not None else open(os.devnull, "wb") as out:
-        return subprocess.Popen(cmd, env=ray_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=cwd)
+    return subprocess.Popen(cmd, env=ray_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def stop_ray_node(node: subprocess.Popen) -> None:

@@ -2,8 +2,7 @@
 behaviour copy is unsharded, so the rollout thread's generation runs no collective beside the update's. With the
 strict threshold (max_off_policy_threshold=1) an async run is the two-worker sync run to the bit, step for step;
 one batch ahead the staleness is that of one worker; partial rollout and carry-over keep their invariants; and a Ray
-worker actor of an async run takes the rollout thread's call while another runs. The engine runs join the session's
-Ray cluster (tests/integration/conftest.py's `ray_cluster`, 2 CPUs) rather than each starting a Ray of its own."""
+worker actor of an async run takes the rollout thread's call while another runs."""
 from __future__ import annotations
 
 import json
@@ -11,20 +10,18 @@ import threading
 
 import pytest
 
-from tests.integration.helpers import base_args, ray_env, run_engine
+from tests.integration.helpers import base_args, run_engine
 from tests.integration.test_async_cpu import SMALL, _differ
 
 pytestmark = [pytest.mark.ray]
-# two workers, one CPU thread each (the cluster's 2 CPUs over 2 workers), so every run splits the kernels alike
-TWO = {**SMALL, "trainer.n_gpus_per_node": 2, "trainer.logger": "[console,file]"}
+# two workers, one CPU thread each (ray_init.num_cpus=2 over 2 workers), so every run splits the kernels alike
+TWO = {**SMALL, "trainer.n_gpus_per_node": 2, "ray_init.num_cpus": 2, "trainer.logger": "[console,file]"}
 STRICT = {"trainer.v1.sampler.max_off_policy_threshold": 1, "trainer.v1.separate_async.parameter_sync_step": 2}
 
 
-def _run(cluster, tiny_model, arith_data, out, **extra) -> dict[int, dict]:
-    """A 3-step engine run on two Ray workers of `cluster`; its metrics by step (a step's records merged: validation's
-    too)."""
-    args = base_args(tiny_model, arith_data, out, **{**TWO, "ray_init.address": cluster.address, **extra})
-    result = run_engine(args, out.parent, timeout=1200, env=ray_env())
+def _run(tiny_model, arith_data, out, **extra) -> dict[int, dict]:
+    """A 3-step engine run on two Ray workers; its metrics by step (a step's records merged: validation's too)."""
+    result = run_engine(base_args(tiny_model, arith_data, out, **{**TWO, **extra}), out.parent, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "ranks 0,1" in result.stdout  # both workers ran (the `started` line's placement)
     steps: dict[int, dict] = {}
@@ -36,17 +33,17 @@ def _run(cluster, tiny_model, arith_data, out, **extra) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def sync_two(ray_cluster, tiny_model, arith_data, tmp_path_factory):
-    return _run(ray_cluster, tiny_model, arith_data, tmp_path_factory.mktemp("sync") / "run")
+def sync_two(tiny_model, arith_data, tmp_path_factory):
+    return _run(tiny_model, arith_data, tmp_path_factory.mktemp("sync") / "run")
 
 
 @pytest.mark.slow  # two engine runs through Ray
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
-def test_strict_async_on_two_workers_equals_sync_on_two_step_for_step(ray_cluster, tiny_model, arith_data, tmp_path,
-                                                                      sync_two, mode):
+def test_strict_async_on_two_workers_equals_sync_on_two_step_for_step(tiny_model, arith_data, tmp_path, sync_two,
+                                                                      mode):
     """Each worker generates its half of the batch on its own random stream, as the sync rollout does; the copy
     holds the gathered weights the sync rollout generates with, so the tokens, log-probs and updates are equal."""
-    strict = _run(ray_cluster, tiny_model, arith_data, tmp_path / mode, **{"trainer.v1.trainer_mode": mode, **STRICT})
+    strict = _run(tiny_model, arith_data, tmp_path / mode, **{"trainer.v1.trainer_mode": mode, **STRICT})
     assert sorted(sync_two) == sorted(strict) == [1, 2, 3]
     assert "val-core/arith/reward/mean@1" in sync_two[2]  # validation ran between steps (test_freq=2)
     for step in (1, 2, 3):
@@ -56,8 +53,8 @@ def test_strict_async_on_two_workers_equals_sync_on_two_step_for_step(ray_cluste
 
 
 @pytest.mark.slow  # one engine run through Ray
-def test_one_batch_ahead_on_two_workers_trains_on_the_previous_version(ray_cluster, tiny_model, arith_data, tmp_path):
-    run = _run(ray_cluster, tiny_model, arith_data, tmp_path / "ahead", **{
+def test_one_batch_ahead_on_two_workers_trains_on_the_previous_version(tiny_model, arith_data, tmp_path):
+    run = _run(tiny_model, arith_data, tmp_path / "ahead", **{
         "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
         "trainer.v1.colocate_async.num_warmup_batches": 1})
     staleness = {s: run[s]["training/off_policy/trajectory_staleness/max"] for s in (1, 2, 3)}
@@ -117,15 +114,14 @@ def test_a_ray_worker_of_an_async_run_takes_a_second_call_while_one_runs(tmp_pat
 
 
 @pytest.mark.slow  # one engine run through Ray
-def test_partial_rollout_on_two_workers_keeps_every_token_within_its_steps_versions(ray_cluster, tiny_model, arith_data,
-                                                                                   tmp_path):
+def test_partial_rollout_on_two_workers_keeps_every_token_within_its_steps_versions(tiny_model, arith_data, tmp_path):
     """One batch ahead with partial rollout: through Ray the publish can now land while a worker generates (two
     calls at once), and each worker switches on its own; whatever the timing, a batch's tokens lie between its
     start version and the trained step's weights, and an answer spans two versions exactly when some worker
     switched (rollout/partial_switches is the workers' max). Whether a switch happens depends on the timing (on
     this CPU the tiny model's batch is often done before the update is); the forced case is
     tests/unit/test_async_partial_rollout.py."""
-    run = _run(ray_cluster, tiny_model, arith_data, tmp_path / "partial", **{
+    run = _run(tiny_model, arith_data, tmp_path / "partial", **{
         "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.sampler.max_off_policy_threshold": 2,
         "trainer.v1.partial_rollout": "True", "trainer.v1.partial_rollout_chunk": 2})
     for s in (1, 2, 3):
@@ -138,12 +134,12 @@ def test_partial_rollout_on_two_workers_keeps_every_token_within_its_steps_versi
 
 
 @pytest.mark.slow  # one 6-step engine run through Ray
-def test_carry_over_on_two_workers_fills_every_batch_within_the_threshold(ray_cluster, tiny_model, arith_data, tmp_path):
+def test_carry_over_on_two_workers_fills_every_batch_within_the_threshold(tiny_model, arith_data, tmp_path):
     """Carry-over's chunks go through dp_call with however many answers are still running, split over the two
     workers: every batch is full, answers carry across an update, and no group is trained past the threshold."""
     steps, threshold = 6, 2
     out = tmp_path / "carry"
-    run = _run(ray_cluster, tiny_model, arith_data, out, **{
+    run = _run(tiny_model, arith_data, out, **{
         "trainer.v1.trainer_mode": "colocate_async", "trainer.v1.colocate_async.num_warmup_batches": 0,
         "trainer.v1.sampler.max_off_policy_threshold": threshold, "trainer.v1.carry_over_groups": 4,
         "trainer.v1.partial_rollout_chunk": 1, "trainer.total_training_steps": steps, "trainer.test_freq": -1,

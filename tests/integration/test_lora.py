@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, build_config
-from tests.integration.helpers import base_args, ray_env, run_engine
+from tests.integration.helpers import base_args, run_engine
 
 PROBE = Path(__file__).with_name("lora_probe.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,16 +69,15 @@ def test_lora_actor_trains_the_adapter_the_reference_is_the_base_and_the_rollout
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_lora_grpo_with_a_reference_runs_on_two_workers(ray_cluster, tiny_model, arith_data, tmp_path):
-    """Two workers (of the session's Ray cluster) shard each decoder layer as its own FSDP2 unit; peft's generate runs
-    the wrapped model, not the root, which FSDP2 refused before the root's first forward ("already been lazily
-    initialized")."""
+def test_lora_grpo_with_a_reference_runs_on_two_workers(tiny_model, arith_data, tmp_path):
+    """Two workers shard each decoder layer as its own FSDP2 unit; peft's generate runs the wrapped model, not the
+    root, which FSDP2 refused before the root's first forward ("already been lazily initialized")."""
     out = tmp_path / "run"
     run = run_engine(base_args(tiny_model, arith_data, out, **{
         "actor_rollout_ref.model.lora_rank": 8, "actor_rollout_ref.actor.use_kl_loss": "True",
         "algorithm.adv_estimator": "grpo", "trainer.total_training_steps": 2, "trainer.val_before_train": "False",
-        "actor_rollout_ref.actor.ppo_mini_batch_size": 16,  # one mini-batch: step 1's update is all on-policy
-        "ray_init.address": ray_cluster.address}), cwd=tmp_path, env=ray_env())
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 16}),  # one mini-batch: step 1's update is all on-policy
+        cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     first = next(r["data"] for r in steps if r["step"] == 1 and "actor/kl_loss" in r["data"])

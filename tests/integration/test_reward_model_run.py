@@ -59,16 +59,13 @@ def test_training_uses_the_reward_models_scores(tiny_model, arith_data, tiny_rew
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_reward_model_sharded_over_two_ray_workers(ray_cluster, tiny_model, arith_data, tiny_reward_model, tmp_path):
-    """The same run through `python -m engine.main_ppo` on two Ray workers (of the session's Ray cluster): the reward
-    model is FSDP2-sharded over both (each scores its half of the batch) and the logged scores are still the model's
-    own."""
-    from tests.integration.helpers import ray_env, run_engine
+def test_reward_model_sharded_over_two_ray_workers(tiny_model, arith_data, tiny_reward_model, tmp_path):
+    """The same run through `python -m engine.main_ppo` on two Ray workers: the reward model is FSDP2-sharded
+    over both (each scores its half of the batch) and the logged scores are still the model's own."""
+    from tests.integration.helpers import run_engine
 
     out = tmp_path / "run"
-    args = base_args(tiny_model, arith_data, out, **rm_args(tiny_reward_model, **{
-        "ray_init.address": ray_cluster.address}))
-    result = run_engine(args, cwd=tmp_path, env=ray_env())
+    result = run_engine(base_args(tiny_model, arith_data, out, **rm_args(tiny_reward_model)), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"started workers=2 .*roles=actor\+rollout\+reward_model .*launcher=ray", result.stdout), \
         result.stdout[-2000:]

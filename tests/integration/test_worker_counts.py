@@ -5,9 +5,6 @@ losses and gradient norms step by step, and a checkpoint saved by 2 workers resu
 The rollout is greedy and the advantage estimator GAE (n=1), so both runs see the same responses, and one
 mini-batch per step, so both update on the same rows; what remains is the loss arithmetic, which must not
 depend on how the batch is split over workers and micro-batches (engine/workers/loss_weights.py).
-
-The one-node runs (four) join the session's Ray cluster (tests/integration/conftest.py's `ray_cluster`, 2 CPUs) rather
-than each starting a Ray of its own; the two-node run has a two-node cluster of its own.
 """
 from __future__ import annotations
 
@@ -19,22 +16,21 @@ import subprocess
 import pytest
 
 from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
-from tests.integration.ray_cluster import listed_nodes
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
 
 
-def run(cluster, tiny_model, arith_data, out, workers, steps, cwd, **extra):
+def run(tiny_model, arith_data, out, workers, steps, cwd, **extra):
     args = base_args(tiny_model, arith_data, out, **{
         "algorithm.adv_estimator": "gae", "actor_rollout_ref.rollout.n": 1,
         "actor_rollout_ref.rollout.do_sample": "False",
         "actor_rollout_ref.actor.ppo_mini_batch_size": 16, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         "critic.ppo_micro_batch_size_per_gpu": 4, "trainer.n_gpus_per_node": workers,
         "trainer.total_training_steps": steps, "trainer.save_freq": 2, "trainer.val_before_train": "False",
-        "trainer.test_freq": -1, "trainer.logger": "['console','file']", "ray_init.address": cluster.address} | extra)
-    result = run_engine(args, cwd, env=ray_env())
+        "trainer.test_freq": -1, "trainer.logger": "['console','file']"} | extra)
+    result = run_engine(args, cwd, env=ray_env() if extra else None)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -50,17 +46,16 @@ def assert_close(a: dict, b: dict, what: str):
 
 
 @pytest.fixture(scope="module")
-def two_workers(ray_cluster, tiny_model, arith_data, tmp_path_factory):
+def two_workers(tiny_model, arith_data, tmp_path_factory):
     """The one-node two-worker run (3 steps, a checkpoint at step 2), shared by the tests below."""
     out = tmp_path_factory.mktemp("two") / "two"
-    run(ray_cluster, tiny_model, arith_data, out, workers=2, steps=3, cwd=out.parent)
+    run(tiny_model, arith_data, out, workers=2, steps=3, cwd=out.parent)
     return out
 
 
-def test_one_and_two_workers_agree_and_checkpoints_reshard(ray_cluster, tiny_model, arith_data, two_workers,
-                                                           tmp_path):
+def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_data, two_workers, tmp_path):
     one, two = tmp_path / "one", two_workers
-    run(ray_cluster, tiny_model, arith_data, one, workers=1, steps=2, cwd=tmp_path)
+    run(tiny_model, arith_data, one, workers=1, steps=2, cwd=tmp_path)
     m1, m2 = step_metrics(one), step_metrics(two)
     assert sorted(m1) == [1, 2] and sorted(m2) == [1, 2, 3]
     assert m1[1]["actor/grad_norm"] > 0 and m1[1]["critic/vf_loss"] > 0
@@ -76,7 +71,7 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(ray_cluster, tiny_mod
         resumed.mkdir()
         shutil.copytree(two / "global_step_2", resumed / "global_step_2")
         (resumed / "latest_checkpointed_iteration.txt").write_text("2")
-        result = run(ray_cluster, tiny_model, arith_data, resumed, workers=workers, steps=3, cwd=tmp_path)
+        result = run(tiny_model, arith_data, resumed, workers=workers, steps=3, cwd=tmp_path)
         assert "resumed" in result.stdout
         m = step_metrics(resumed)
         assert sorted(m) == [3], f"resumed on {workers}: steps {sorted(m)}"
@@ -90,12 +85,18 @@ def ray_json(*args) -> list[dict]:
     return json.loads(result.stdout)
 
 
+def listed_nodes(result: subprocess.CompletedProcess) -> list[dict]:
+    """`ray list nodes` output while the head comes up: it may fail, or print "No resource in the cluster"
+    (exit 0, not JSON) before the head registers itself; both mean no node yet."""
+    if result.returncode != 0 or not result.stdout.lstrip().startswith("["):
+        return []
+    return json.loads(result.stdout)
+
+
 @pytest.fixture()
 def two_node_cluster():
-    """Two Ray nodes on this machine, token auth, of this test's own (the second started as soon as the head is up:
-    joining the session's cluster later, a loaded machine kept it past Ray's fixed 30 s registration window). The
-    head has a spare core: a placement that ignored trainer.nnodes (PACK, as before) would put both workers on it;
-    STRICT_SPREAD must use both nodes."""
+    """Two Ray nodes on this machine, token auth. The head has a spare core: a placement that ignored
+    trainer.nnodes (PACK, as before) would put both workers on it; STRICT_SPREAD must use both nodes."""
     gcs, dashboard = free_port(), free_port()
     url = f"http://127.0.0.1:{dashboard}"
     nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
@@ -116,12 +117,12 @@ def two_node_cluster():
             stop_ray_node(node)
 
 
-def test_two_nodes_one_worker_each(two_node_cluster, ray_cluster, tiny_model, arith_data, two_workers, tmp_path):
+def test_two_nodes_one_worker_each(two_node_cluster, tiny_model, arith_data, two_workers, tmp_path):
     """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and losses equal
     to the one-node two-worker run's step by step."""
     address, url, node_ids = two_node_cluster
     out = tmp_path / "two_nodes"
-    result = run(ray_cluster, tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
+    result = run(tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
                  **{"trainer.nnodes": 2, "ray_init.address": address, "trainer.save_freq": -1})
     # where the workers ran, from Ray itself (the actors stay listed after they end)
     actors = ray_json("list", "actors", "--address", url, "--detail", "--filter", "class_name=TrainWorker")
