@@ -221,7 +221,7 @@ def test_sweep_command_validates_everything_before_launching(server, client):
 
 
 def readme_script() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "automation.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     (script,) = [b for b in blocks if "from backend.client import Client" in b]
     return script
@@ -230,7 +230,7 @@ def readme_script() -> str:
 @pytest.mark.ray
 @pytest.mark.slow  # five Ray jobs one after another (~45 s here); the fast tier has the client on recorded runs
 def test_readme_sweep_script_and_sweep_command_on_real_jobs(server_factory, ray_head):
-    """The README's ten-line sweep, as written but for its length (3 steps), against a server that launches
+    """docs/automation.md's ten-line sweep, as written but for its length (3 steps), against a server that launches
     Ray jobs; then the shell's sweep with one run failing on purpose."""
     server = server_factory(env=dispatch_env(ray_head, RLSTUDIO_MAX_CONCURRENT_RUNS="3",
                                              RLSTUDIO_API_TOKEN=TOKEN)).start()

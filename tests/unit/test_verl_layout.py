@@ -1,5 +1,5 @@
 """verl 0.9's layout is a second spelling of the schema; verl 0.9's example scripts resolve; every verl 0.9 key is
-known, an alias, or refused by name; and the defaults that differ from verl 0.9.1 are exactly the README's table."""
+known, an alias, or refused by name; and the defaults that differ from verl 0.9.1 are exactly the table in docs/verl-compat.md."""
 import importlib.util
 import re
 from pathlib import Path
@@ -208,7 +208,7 @@ def _verl_defaults() -> dict:
 
 
 def _readme_table_keys() -> set[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "verl-compat.md").read_text()
     table = text.split("## Defaults that differ from verl")[1].split("\n## ")[0]
     first_cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     return {k for cell in first_cells for k in re.findall(r"`([\w.]+)`", cell)}
@@ -223,8 +223,8 @@ def test_defaults_that_differ_from_verl_are_the_readme_table():
         elif ours[key] != value:
             differ.add(key)
     listed = _readme_table_keys() & set(verl)  # rows about rlstudio-only keys or behaviours are not compared
-    assert differ <= listed, f"defaults that differ from verl 0.9.1, missing in the README table: {differ - listed}"
-    assert listed <= differ | required, f"README table rows whose default equals verl's: {listed - differ - required}"
+    assert differ <= listed, f"defaults that differ from verl 0.9.1, missing in the docs/verl-compat.md table: {differ - listed}"
+    assert listed <= differ | required, f"docs/verl-compat.md table rows whose default equals verl's: {listed - differ - required}"
 
 
 def test_the_json_schema_carries_the_aliases_for_the_ui():
