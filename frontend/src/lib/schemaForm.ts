@@ -242,18 +242,19 @@ function json(text: string): HydraValue | undefined {
   }
 }
 
+/** The text a field's value is read from: a list field's bare `a, b` goes in brackets. */
+function valueText(field: Field, t: string): string {
+  return field.kind === "list" && !t.startsWith("[") ? `[${t}]` : t;
+}
+
 /** The text the engine's grammar must read for this field's value (`[a, b]`, `{k: v}`, bare words), or null when
  *  the browser can take it as it is (numbers, booleans, plain strings, JSON). */
 export function grammarText(field: Field, text: string): string | null {
   const t = text.trim();
-  if (t === "") return null;
-  if (field.kind === "list") {
-    const asList = t.startsWith("[") ? t : `[${t}]`;
-    return Array.isArray(json(asList)) ? null : asList;
-  }
-  if (field.kind === "string") return field.acceptsList && t.startsWith("[") && json(t) === undefined ? t : null;
-  if (SCALAR_KINDS.has(field.kind)) return null;
-  return json(t) === undefined ? t : null;
+  const pathList = field.kind === "string" && field.acceptsList && t.startsWith("[");
+  if (t === "" || (SCALAR_KINDS.has(field.kind) && !pathList)) return null;
+  const v = valueText(field, t);
+  return json(v) === undefined ? v : null;
 }
 
 const PENDING: Coerced = { ok: false, error: "", pending: true };
@@ -264,8 +265,7 @@ export function fromText(field: Field, text: string, read: GrammarRead = () => u
   const t = text.trim();
   const typed = (): HydraValue | undefined => {
     const asked = grammarText(field, text);
-    if (asked === null) return json(field.kind === "list" && !t.startsWith("[") ? `[${t}]` : t);
-    return read(asked);
+    return asked === null ? json(valueText(field, t)) : read(asked);
   };
   if (t === "") {
     if (field.nullable) return { ok: true, value: null };
