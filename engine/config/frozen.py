@@ -13,18 +13,15 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from engine.config.schema import ReadOnlyConfigError, Section
+from engine.config.schema import READ_ONLY, ReadOnlyConfigError, Section
 
 __all__ = ["FrozenDict", "FrozenList", "ReadOnlyConfigError", "editable_copy", "freeze", "is_frozen"]
 
 C = TypeVar("C", bound=BaseModel)
 
 
-_READ_ONLY = "a resolved config is read-only; what a run decides at its start goes into its plan (engine/config/plan.py)"
-
-
 def _refuse(self, *args, **kwargs):
-    raise ReadOnlyConfigError(f"{type(self).__name__}: {_READ_ONLY}")
+    raise ReadOnlyConfigError(f"{type(self).__name__}: {READ_ONLY}")
 
 
 def _plain(node):

@@ -25,6 +25,9 @@ LORA = {"x-group": "LoRA"}
 MODEL_EXAMPLES = {"examples": ["builtin:smollm2-135m-instruct", "builtin:tiny"]}
 
 
+READ_ONLY = "a resolved config is read-only; what a run decides at its start goes into its plan (engine/config/plan.py)"
+
+
 class ReadOnlyConfigError(TypeError):
     """Code set a key of a resolved config, which is read-only (engine/config/frozen.py): a bug, not the user's."""
 
@@ -36,8 +39,7 @@ class Section(BaseModel):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_read_only", False):
-            raise ReadOnlyConfigError(f"{type(self).__name__}.{name}: a resolved config is read-only; what a run "
-                                      "decides at its start goes into its plan (engine/config/plan.py)")
+            raise ReadOnlyConfigError(f"{type(self).__name__}.{name}: {READ_ONLY}")
         super().__setattr__(name, value)
 
 
