@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 37, section 3: the real model (SmolLM2-135M-Instruct, from the PyPI wheel) learning GSM8K on one GPU with
 # the seed's command, GRPO (verl's GRPO example keys, n = 5) and PPO (GAE + critic) side by side on one card.
+# REAL_RUNS picks the runs (default "grpo ppo"; "lora" adds GRPO with a rank-32 adapter), all at once on the card.
 # Runs longer than one device call (10 min), so `start` launches both in their own process sessions (setsid: they
 # outlive the call while the machine stays warm) and `poll SECONDS` waits, then copies their logs and metrics to
 # $OUT. Call sequence on one warm machine (each call within 30 s of the last one's end):
@@ -49,7 +50,15 @@ case ${1:-} in
       actor_rollout_ref.actor.entropy_coeff=0 algorithm.use_kl_in_reward=False \
       actor_rollout_ref.actor.optim.lr=${GRPO_LR:-2e-6}
     # PPO: the seed's command as written (GAE + critic, rollout.n = 1); REAL_RUNS=grpo leaves it out (a short call)
-    [[ ${REAL_RUNS:-grpo ppo} == *ppo* ]] && launch ppo actor_rollout_ref.actor.optim.lr=${PPO_LR:-2e-6} ;;
+    [[ ${REAL_RUNS:-grpo ppo} == *ppo* ]] && launch ppo actor_rollout_ref.actor.optim.lr=${PPO_LR:-2e-6}
+    # LoRA (rank 32, all linear layers) on the GRPO keys above; an adapter takes a larger step than full weights
+    [[ ${REAL_RUNS:-grpo ppo} == *lora* ]] && launch grpo-lora algorithm.adv_estimator=grpo \
+      actor_rollout_ref.rollout.n=5 data.train_batch_size=128 actor_rollout_ref.actor.ppo_mini_batch_size=32 \
+      actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.001 \
+      actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.actor.entropy_coeff=0 \
+      algorithm.use_kl_in_reward=False actor_rollout_ref.model.lora_rank=32 actor_rollout_ref.model.lora_alpha=32 \
+      actor_rollout_ref.actor.optim.lr=${LORA_LR:-3e-5}
+    true ;;
   poll)
     limit=${2:-500}; t=$SECONDS
     while [ $((SECONDS - t)) -lt "$limit" ]; do
@@ -57,8 +66,8 @@ case ${1:-} in
       [ $alive = 0 ] && break
       sleep 10
     done
-    for label in grpo ppo; do
-      [ -f $runs/$label.pid ] || continue
+    for pidf in $runs/*.pid; do
+      label=$(basename "$pidf" .pid)
       cp $runs/$label.log "$OUT/real-$label.log" 2>/dev/null
       cp $runs/$label/metrics.jsonl "$OUT/real-$label-metrics.jsonl" 2>/dev/null
       kill -0 "$(cat $runs/$label.pid)" 2>/dev/null && state=running || state=exit
