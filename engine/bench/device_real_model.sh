@@ -61,15 +61,21 @@ case ${1:-} in
     true ;;
   poll)
     limit=${2:-500}; t=$SECONDS
+    keep() {  # copies every run's log and metrics to $OUT (each round: a call cut short still brings the latest)
+      for pidf in $runs/*.pid; do
+        label=$(basename "$pidf" .pid)
+        cp $runs/$label.log "$OUT/real-$label.log" 2>/dev/null
+        cp $runs/$label/metrics.jsonl "$OUT/real-$label-metrics.jsonl" 2>/dev/null
+      done
+    }
     while [ $((SECONDS - t)) -lt "$limit" ]; do
       alive=0; for p in $runs/*.pid; do kill -0 "$(cat "$p")" 2>/dev/null && alive=1; done
       [ $alive = 0 ] && break
-      sleep 10
+      keep; sleep 10
     done
+    keep
     for pidf in $runs/*.pid; do
       label=$(basename "$pidf" .pid)
-      cp $runs/$label.log "$OUT/real-$label.log" 2>/dev/null
-      cp $runs/$label/metrics.jsonl "$OUT/real-$label-metrics.jsonl" 2>/dev/null
       kill -0 "$(cat $runs/$label.pid)" 2>/dev/null && state=running || state=exit
       echo "[device_real] $label $state after $(( $(date +%s) - $(cat $runs/t0) )) s: $(grep -c . $runs/$label/metrics.jsonl 2>/dev/null) metric lines"
       grep -E "Step|val|Error|Traceback" $runs/$label.log | tail -n 4
