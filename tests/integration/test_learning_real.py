@@ -18,7 +18,9 @@ at step 10): 43.3% -> 30.0% (step 2) -> 36.7% (step 4), stopped by hand there, s
 runs seed 1, and a run that has not held the target goes on validating after every step up to step 15.
 Validating every step instead of every 2nd (2026-12-07, seed 1, load 3-7): 43.3% -> 56.7% (step 1) -> 56.7%
 (step 2), +13.4 held at step 2 instead of 4: 2 training steps and 3 validations where it was 4 and 3, 503 s and
-186 CPU s (user + sys of pytest and the run).
+186 CPU s (user + sys of pytest and the run) against 281 CPU s for every 2nd step measured the same way
+(held at step 4, 43.3 -> 56.7 / 80.0%, 1,053 s at load 4-19: a higher load than the new run's, which inflates CPU seconds
+somewhat). Seed 2 (data.seed = trainer.seed = 2), load 9-27: 43.3% -> 50.0% -> 66.7%, +15.0 held at step 2, 183 CPU s.
 Before, at the preset's lr validating 50 numbers every 3 steps: 40% -> 48% (step 3) -> 62% (step 6), 642-660 s.
 Time is printed, never asserted."""
 from __future__ import annotations
