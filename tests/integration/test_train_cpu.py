@@ -106,11 +106,12 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, tmp_path
     gen = model.generate(**ids, max_new_tokens=6, do_sample=False)
     assert gen.shape[1] > ids["input_ids"].shape[1]
 
-    # the last checkpoint, sharded over 2 workers, merges into the same model (engine.model_merger)
-    merged = subprocess.run([sys.executable, "-m", "engine.model_merger", "merge", "--backend", "fsdp", "--local_dir",
-                             str(out / "global_step_4" / "actor"), "--target_dir", str(tmp_path / "merged")],
-                            env=engine_env(), capture_output=True, text=True, timeout=300, check=False)
-    assert merged.returncode == 0, merged.stderr[-3000:]
+    # the last checkpoint, sharded over 2 workers, merges into the same model (engine.model_merger's command, run in
+    # this process: tests/integration/test_model_merger.py runs it as `python -m engine.model_merger`)
+    from engine.model_merger.__main__ import main as model_merger
+
+    assert model_merger(["merge", "--backend", "fsdp", "--local_dir", str(out / "global_step_4" / "actor"),
+                         "--target_dir", str(tmp_path / "merged")]) == 0
     import torch
 
     with torch.no_grad():
