@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 
+import httpx
 import pytest
 
 from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
@@ -110,6 +111,16 @@ def two_node_cluster():
     url = f"http://127.0.0.1:{dashboard}"
     nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
     try:
+        def dashboard_answers() -> bool:  # any HTTP answer: a cheap probe before each `ray list` (a Python start)
+            assert nodes[0].poll() is None, "`ray start --head` exited"
+            try:
+                httpx.get(url, timeout=5)
+                return True
+            except httpx.HTTPError:
+                return False
+
+        wait_for(dashboard_answers, 180, 0.5, "the Ray head's dashboard to answer")
+
         def both_nodes_alive() -> list[dict] | None:  # the state API answers once the head is up; then node 2 joins
             assert all(n.poll() is None for n in nodes), "a `ray start` exited"
             ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
@@ -119,7 +130,7 @@ def two_node_cluster():
                 nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
             return alive if len(alive) == 2 else None
 
-        alive = wait_for(both_nodes_alive, 180, 1, "the two-node Ray cluster")
+        alive = wait_for(both_nodes_alive, 180, 2, "the two-node Ray cluster")
         yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
     finally:
         for node in reversed(nodes):
