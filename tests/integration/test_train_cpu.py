@@ -34,20 +34,25 @@ def train_steps(records: list[dict]) -> list[int]:
     return [r["step"] for r in records if "training/global_step" in r["data"]]
 
 
-def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_data, tmp_path):
-    out = tmp_path / "run"
-    # 64 prompts / 16 per step = 4 steps per epoch; checkpoint at step 4 = the end of epoch 1.
-    args = base_args(tiny_model, arith_data, out, **{
+def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, tmp_path):
+    from engine.data.arith import prepare_arith
+
+    data, out = tmp_path / "data", tmp_path / "run"
+    # 32 prompts / 16 per step = 2 steps per epoch; checkpoint at step 2 = the end of epoch 1. (Its own small data
+    # set: the fewest steps that still put a checkpoint, a kill and a resume across an epoch boundary.)
+    prepare_arith(data, train_size=32, test_size=8)
+    args = base_args(tiny_model, data, out, **{
         "algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.use_kl_loss": "True",
-        "trainer.total_training_steps": 6, "trainer.save_freq": 4, "trainer.test_freq": 3,
+        "actor_rollout_ref.rollout.n": 2, "trainer.total_training_steps": 4, "trainer.save_freq": 2,
+        "trainer.val_before_train": "False", "trainer.test_freq": 2,  # a validation before the kill and after it
         "custom_reward_function.path": str(HOLD_REWARD),
-        # the kill must land after step 4's checkpoint is the resume point, however slow the machine: a blocking
+        # the kill must land after step 2's checkpoint is the resume point, however slow the machine: a blocking
         # save (a background one completes when written; test_async_checkpoint_completes_and_resumes covers it)
         "actor_rollout_ref.actor.checkpoint.async_save": "False"})
-    # The first run is held while it scores step 6 (after logging step 5, before step 6 can log or checkpoint
+    # The first run is held while it scores step 4 (after logging step 3, before step 4 can log or checkpoint
     # anything), so the kill lands at the same point however fast the machine is.
     held = tmp_path / "held"
-    env = engine_env() | {"HOLD_AFTER_STEP": "5", "HOLD_MARKER": str(held), "HOLD_METRICS": str(out / "metrics.jsonl")}
+    env = engine_env() | {"HOLD_AFTER_STEP": "3", "HOLD_MARKER": str(held), "HOLD_METRICS": str(out / "metrics.jsonl")}
     log = tmp_path / "first-run.log"  # a file, not a pipe: a pipe nobody reads would block a chatty run
     with open(log, "w") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "engine.main_ppo", *args], cwd=tmp_path, env=env,
@@ -57,37 +62,37 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
             alive(proc, lambda: f"the first run ended before it was held:\n{log.read_text()[-4000:]}")
             return held.exists()
 
-        wait_for(is_held, 600, 0.5, "the first run to be held after step 5")
-        assert train_steps(read_metrics(out)) == [1, 2, 3, 4, 5]
+        wait_for(is_held, 600, 0.5, "the first run to be held after step 3")
+        assert train_steps(read_metrics(out)) == [1, 2, 3]
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the driver and everything it started
         except ProcessLookupError:
             pass
         proc.wait()
-    killed_step5 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 5 and s["split"] == "train")
-    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
-    assert (out / "global_step_4" / "trainer_state.json").exists()
+    killed_step3 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 3 and s["split"] == "train")
+    assert (out / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert (out / "global_step_2" / "trainer_state.json").exists()
 
     resumed = run_engine(args, tmp_path)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "resumed" in resumed.stdout
     steps = train_steps(read_metrics(out))
-    assert steps == [1, 2, 3, 4, 5, 6], f"steps logged: {steps}"  # no gap, no duplicate
-    first = [r for r in read_metrics(out) if r["step"] == 5][0]["data"]
-    assert first["training/epoch"] == 1  # step 5 is the first batch of the second epoch
-    resumed_step5 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 5 and s["split"] == "train")
-    assert resumed_step5 == killed_step5  # the same prompts as the uninterrupted order
-    assert len(resumed_step5) == 16 * 4
+    assert steps == [1, 2, 3, 4], f"steps logged: {steps}"  # no gap, no duplicate
+    first = next(r for r in read_metrics(out) if r["step"] == 3)["data"]
+    assert first["training/epoch"] == 1  # step 3 is the first batch of the second epoch
+    resumed_step3 = sorted(s["prompt_index"] for s in read_samples(out) if s["step"] == 3 and s["split"] == "train")
+    assert resumed_step3 == killed_step3  # the same prompts as the uninterrupted order
+    assert len(resumed_step3) == 16 * 2
 
     # every rollout of a step is logged, with its per-token arrays
-    step6 = [s for s in read_samples(out) if s["step"] == 6 and s["split"] == "train"]
-    assert len(step6) == 64
-    for s in step6:
+    step4 = [s for s in read_samples(out) if s["step"] == 4 and s["split"] == "train"]
+    assert len(step4) == 32
+    for s in step4:
         assert len(s["tokens"]) == len(s["old_log_probs"]) == len(s["ref_log_probs"]) == len(s["advantages"])
         assert s["data_source"] == "arith" and s["ground_truth"] is not None
     groups = {}
-    for s in step6:
+    for s in step4:
         groups.setdefault(s["group_uid"], set()).add(s["prompt_index"])
     assert len(groups) == 16 and all(len(v) == 1 for v in groups.values())
 
@@ -101,11 +106,12 @@ def test_grpo_save_kill_resume_at_epoch_boundary_and_export(tiny_model, arith_da
     gen = model.generate(**ids, max_new_tokens=6, do_sample=False)
     assert gen.shape[1] > ids["input_ids"].shape[1]
 
-    # the last checkpoint, sharded over 2 workers, merges into the same model (engine.model_merger)
-    merged = subprocess.run([sys.executable, "-m", "engine.model_merger", "merge", "--backend", "fsdp", "--local_dir",
-                             str(out / "global_step_6" / "actor"), "--target_dir", str(tmp_path / "merged")],
-                            env=engine_env(), capture_output=True, text=True, timeout=300, check=False)
-    assert merged.returncode == 0, merged.stderr[-3000:]
+    # the last checkpoint, sharded over 2 workers, merges into the same model (engine.model_merger's command, run in
+    # this process: tests/integration/test_model_merger.py runs it as `python -m engine.model_merger`)
+    from engine.model_merger.__main__ import main as model_merger
+
+    assert model_merger(["merge", "--backend", "fsdp", "--local_dir", str(out / "global_step_4" / "actor"),
+                         "--target_dir", str(tmp_path / "merged")]) == 0
     import torch
 
     with torch.no_grad():

@@ -1,6 +1,9 @@
 """The same run on 1 and on 2 workers (FSDP2 over gloo here; the same code runs over NCCL on GPUs): equal
 losses and gradient norms step by step, and a checkpoint saved by 2 workers resumes on 1 and on 2; and the
 2 workers on two Ray nodes (trainer.nnodes=2, simulated on this machine) land one per node with the same numbers.
+The one-worker runs train in the test's engine process (`ray_init.mode=in_process`: no Ray of their own to start;
+tests/integration/test_in_process.py shows in-process and one Ray worker give the same losses), so what is compared
+is the world size; the two-worker runs go through Ray.
 
 The rollout is greedy and the advantage estimator GAE (n=1), so both runs see the same responses, and one
 mini-batch per step, so both update on the same rows; what remains is the loss arithmetic, which must not
@@ -13,12 +16,13 @@ import re
 import shutil
 import subprocess
 
+import httpx
 import pytest
 
 from tests.integration.helpers import RAY, base_args, free_port, ray_env, run_engine, start_ray_node, stop_ray_node
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # five engine runs
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # four engine runs (two through a Ray of their own, one on two nodes)
 KEYS = ("actor/grad_norm", "actor/pg_loss", "critic/vf_loss", "critic/grad_norm", "critic/score/mean")
 
 
@@ -29,7 +33,8 @@ def run(tiny_model, arith_data, out, workers, steps, cwd, **extra):
         "actor_rollout_ref.actor.ppo_mini_batch_size": 16, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
         "critic.ppo_micro_batch_size_per_gpu": 4, "trainer.n_gpus_per_node": workers,
         "trainer.total_training_steps": steps, "trainer.save_freq": 2, "trainer.val_before_train": "False",
-        "trainer.test_freq": -1, "trainer.logger": "['console','file']"} | extra)
+        "trainer.test_freq": -1, "trainer.logger": "['console','file']"}
+        | ({"ray_init.mode": "in_process"} if workers == 1 and "trainer.nnodes" not in extra else {}) | extra)
     result = run_engine(args, cwd, env=ray_env() if extra else None)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
@@ -65,17 +70,22 @@ def test_one_and_two_workers_agree_and_checkpoints_reshard(tiny_model, arith_dat
     # checkpoints are written in the background by default (checkpoint.async_save): the run completed them
     assert not list(two.glob(".tmp_global_step_*")) and (two / "latest_checkpointed_iteration.txt").read_text() == "3"
     assert all((two / f"global_step_{s}" / role / ".metadata").exists() for s in (2, 3) for role in ("actor", "critic"))
-    # the checkpoint that 2 workers saved at step 2 resumes on 1 worker and on 2: step 3 as if uninterrupted
-    for workers in (1, 2):
-        resumed = tmp_path / f"resumed_on_{workers}"
-        resumed.mkdir()
-        shutil.copytree(two / "global_step_2", resumed / "global_step_2")
-        (resumed / "latest_checkpointed_iteration.txt").write_text("2")
-        result = run(tiny_model, arith_data, resumed, workers=workers, steps=3, cwd=tmp_path)
-        assert "resumed" in result.stdout
-        m = step_metrics(resumed)
-        assert sorted(m) == [3], f"resumed on {workers}: steps {sorted(m)}"
-        assert_close(m[3], m2[3], f"step 3 resumed on {workers} worker(s)")
+    # the checkpoint that 2 workers saved at step 2 resumes on 1 worker: step 3 as if uninterrupted (on 2 workers,
+    # one per node: test_two_nodes_one_worker_each)
+    resumed = resume_dir(two, tmp_path / "resumed_on_1")
+    result = run(tiny_model, arith_data, resumed, workers=1, steps=3, cwd=tmp_path)
+    assert "resumed" in result.stdout
+    m = step_metrics(resumed)
+    assert sorted(m) == [3], f"resumed on 1 worker: steps {sorted(m)}"
+    assert_close(m[3], m2[3], "step 3 resumed on 1 worker")
+
+
+def resume_dir(two, resumed):
+    """A run folder holding the two-worker run's step-2 checkpoint as its latest."""
+    resumed.mkdir()
+    shutil.copytree(two / "global_step_2", resumed / "global_step_2")
+    (resumed / "latest_checkpointed_iteration.txt").write_text("2")
+    return resumed
 
 
 def ray_json(*args) -> list[dict]:
@@ -101,6 +111,16 @@ def two_node_cluster():
     url = f"http://127.0.0.1:{dashboard}"
     nodes = [start_ray_node(num_cpus=2, head_port=gcs, dashboard_port=dashboard)]
     try:
+        def dashboard_answers() -> bool:  # any HTTP answer: a cheap probe before each `ray list` (a Python start)
+            assert nodes[0].poll() is None, "`ray start --head` exited"
+            try:
+                httpx.get(url, timeout=5)
+                return True
+            except httpx.HTTPError:
+                return False
+
+        wait_for(dashboard_answers, 180, 0.5, "the Ray head's dashboard to answer")
+
         def both_nodes_alive() -> list[dict] | None:  # the state API answers once the head is up; then node 2 joins
             assert all(n.poll() is None for n in nodes), "a `ray start` exited"
             ok = subprocess.run([RAY, "list", "nodes", "--address", url, "--format", "json"], env=ray_env(),
@@ -110,7 +130,7 @@ def two_node_cluster():
                 nodes.append(start_ray_node(num_cpus=1, head_port=gcs))
             return alive if len(alive) == 2 else None
 
-        alive = wait_for(both_nodes_alive, 180, 1, "the two-node Ray cluster")
+        alive = wait_for(both_nodes_alive, 180, 2, "the two-node Ray cluster")
         yield f"127.0.0.1:{gcs}", url, {n["node_id"] for n in alive}
     finally:
         for node in reversed(nodes):
@@ -118,12 +138,13 @@ def two_node_cluster():
 
 
 def test_two_nodes_one_worker_each(two_node_cluster, tiny_model, arith_data, two_workers, tmp_path):
-    """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and losses equal
-    to the one-node two-worker run's step by step."""
+    """trainer.nnodes=2 trainer.n_gpus_per_node=1 on a two-node cluster: one worker per node, and, resuming the
+    one-node two-worker run's step-2 checkpoint, a step 3 equal to that run's (two workers again, placed otherwise)."""
     address, url, node_ids = two_node_cluster
-    out = tmp_path / "two_nodes"
-    result = run(tiny_model, arith_data, out, workers=1, steps=2, cwd=tmp_path,
+    out = resume_dir(two_workers, tmp_path / "two_nodes")
+    result = run(tiny_model, arith_data, out, workers=1, steps=3, cwd=tmp_path,
                  **{"trainer.nnodes": 2, "ray_init.address": address, "trainer.save_freq": -1})
+    assert "resumed" in result.stdout
     # where the workers ran, from Ray itself (the actors stay listed after they end)
     actors = ray_json("list", "actors", "--address", url, "--detail", "--filter", "class_name=TrainWorker")
     assert len(actors) == 2 and {a["node_id"] for a in actors} == node_ids, actors
@@ -131,6 +152,5 @@ def test_two_nodes_one_worker_each(two_node_cluster, tiny_model, arith_data, two
     placement = re.findall(r"node (\w+): ranks ([\d,]+)", re.search(r"placement=(.*)", result.stdout).group(1))
     assert sorted(r for _, r in placement) == ["0", "1"] and {n for n, _ in placement} == {i[:8] for i in node_ids}
     m2, mn = step_metrics(two_workers), step_metrics(out)
-    assert sorted(mn) == [1, 2]
-    for step in (1, 2):
-        assert_close(m2[step], mn[step], f"step {step}, 2 workers on 1 node vs 1 worker on each of 2 nodes")
+    assert sorted(mn) == [3], f"resumed on two nodes: steps {sorted(mn)}"
+    assert_close(m2[3], mn[3], "step 3, 2 workers on 1 node vs resumed on 1 worker on each of 2 nodes")

@@ -6,7 +6,8 @@ The runs train in `colocate_async` one batch ahead (issue 29): the harder case, 
 prompts are already in flight on the rollout thread; the resume must reissue them (the sync loop's resume is
 covered by the engine's tests, tests/integration/test_train_cpu.py). Their staleness chart shows the lag.
 Each job trains its one worker in the job's own process (`ray_init.mode=in_process`: no worker actor to start per job;
-what is tested here is the run page's cancel and resume, and the async loop's resume, not Ray's workers).
+what is tested here is the run page's cancel and resume, and the async loop's resume, not Ray's workers), on a small
+batch (8 prompts x 2 answers) for the same reason.
 Slow (three real training jobs on CPU): marked `slow`."""
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ STEPS, CHECKPOINT = 4, 2
 OVERRIDES = [f"trainer.total_training_steps={STEPS}", f"trainer.save_freq={CHECKPOINT}", "trainer.test_freq=-1",
              "trainer.val_before_train=false", "trainer.use_v1=True", "trainer.v1.trainer_mode=colocate_async",
              "trainer.v1.sampler.max_off_policy_threshold=2",  # one batch ahead
-             "ray_init.mode=in_process"]
+             "ray_init.mode=in_process",
+             # 8 prompts x 2 answers a step instead of the demo's 32 x 8: the prompts, steps and staleness compared
+             # below do not depend on the batch's size
+             "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.rollout.n=2"]
 TERMINAL = ("succeeded", "failed", "lost", "cancelled")
 
 
