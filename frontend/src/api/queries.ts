@@ -11,6 +11,7 @@ import type {
 import type { HydraValue } from "../lib/hydraValue";
 import type { GrammarRead } from "../lib/schemaForm";
 import { unwrap } from "./client";
+import { takePrefetched } from "./prefetch";
 
 /** A generated query type with `null` left out of each value (the pages leave a filter out rather than null it). */
 type Unset<T> = { [K in keyof T]: Exclude<T[K], null> };
@@ -152,7 +153,8 @@ export function useSamples(runId: number | null, params: SampleQuery, enabled = 
 /** Several runs by id (Compare): each shares the cache entry of `useRun`. */
 export function useRunsById(ids: number[]) {
   return useQueries({
-    queries: ids.map((id) => ({ queryKey: qk.run(id), queryFn: () => unwrap(sdk.getRun({ path: { run_id: id } })) })),
+    queries: ids.map((id) => ({ queryKey: qk.run(id),
+      queryFn: () => takePrefetched<RunPublic>(qk.run(id)) ?? unwrap(sdk.getRun({ path: { run_id: id } })) })),
   });
 }
 

@@ -8,13 +8,18 @@ export interface ChartOptions {
   logY: boolean;
 }
 
-export function useChartOptions(): [ChartOptions, (o: Partial<ChartOptions>) => void] {
-  const [params, setParams] = useSearchParams();
-  const options: ChartOptions = {
+/** The chart options a URL asks for (smooth=, x=time, logy=1). */
+export function chartOptionsOf(params: URLSearchParams): ChartOptions {
+  return {
     smoothing: Math.min(0.99, Math.max(0, Number(params.get("smooth") ?? 0) || 0)),
     xAxis: params.get("x") === "time" ? "time" : "step",
     logY: params.get("logy") === "1",
   };
+}
+
+export function useChartOptions(): [ChartOptions, (o: Partial<ChartOptions>) => void] {
+  const [params, setParams] = useSearchParams();
+  const options = chartOptionsOf(params);
   const set = (o: Partial<ChartOptions>) => {
     setParams((prev) => {
       const next = new URLSearchParams(prev);
