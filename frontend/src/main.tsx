@@ -1,5 +1,3 @@
-// first: the page's requests leave before the rest of the bundle is evaluated and React renders
-import "./prefetchNow";
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";

@@ -3,7 +3,7 @@
 import * as sdk from "../client/sdk.gen";
 import type { MetricSeriesList } from "../client/types.gen";
 import { unwrap } from "./client";
-import { qk } from "./queries";
+import { qk } from "./keys";
 
 export interface MetricsRequest {
   runIds: number[];

@@ -7,9 +7,9 @@ import { unwrap } from "../../api/client";
 import type { MetricsRequest } from "../../api/metricsRequest";
 import { fetchMetrics, metricsQueryKey } from "../../api/metricsRequest";
 import { prefetch } from "../../api/prefetch";
-import { qk } from "../../api/queries";
-import { chartOptionsOf } from "../../components/ChartControls";
+import { qk } from "../../api/keys";
 import { pointsForGrid } from "../../lib/chartLayout";
+import { chartOptionsOf } from "../../lib/chartOptions";
 import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
 import { withStaleness } from "../../lib/staleness";
 
