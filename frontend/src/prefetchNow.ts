@@ -1,6 +1,6 @@
-/** index.html's first script: Vite puts it at the head of the app's bundle, so it runs before the rest is
- *  evaluated and React renders, and sends the page's first requests (api/prefetch.ts). Only the Compare page
- *  prefetches today. */
+/** The Compare page's first requests (api/prefetch.ts), sent before the app's bundle is fetched and compiled: the
+ *  build makes this a small chunk of its own that index.html loads first, async (vite.config.ts). Only the
+ *  Compare page prefetches today. */
 import { prefetchCompare } from "./pages/compare/prefetch";
 
 prefetchCompare();
