@@ -13,6 +13,7 @@ from backend.api.routes.health import health_of
 from backend.services.artifacts import safe_path
 
 API_PREFIX = "/api/v1"
+IMMUTABLE = "public, max-age=31536000, immutable"
 
 NOT_BUILT = """<!doctype html><html><head><meta charset="utf-8"><title>rlstudio</title></head>
 <body style="font-family: system-ui, sans-serif; max-width: 40em; margin: 4em auto">
@@ -51,4 +52,9 @@ def add_routes(app: FastAPI, frontend_dir: str | Path) -> None:
         if not index.is_file():
             return HTMLResponse(NOT_BUILT.format(dir=frontend), status_code=200)
         target = safe_path(frontend, path) if path else None
-        return FileResponse(target or index)  # SPA fallback: unknown paths get the app, which routes them
+        if target and path.startswith("assets/"):
+            # Vite names them by their content's hash: a browser may keep them for good, and asks nothing on a
+            # later visit (without this it revalidated each script on every page load)
+            return FileResponse(target, headers={"Cache-Control": IMMUTABLE})
+        # SPA fallback: unknown paths get the app, which routes them; index.html is asked for again every time
+        return FileResponse(target or index, headers={"Cache-Control": "no-cache"})

@@ -71,6 +71,10 @@ def test_ui_served_with_spa_fallback(tmp_path, settings):
     with TestClient(create_app(settings)) as c:
         assert c.get("/").text == "<html>app</html>"
         assert c.get("/assets/app.js").text == "console.log(1)"
+        # hashed build outputs are kept for good; the page that names them is asked for again each time
+        assert c.get("/assets/app.js").headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert c.get("/").headers["cache-control"] == "no-cache"
+        assert c.get("/compare?runs=1").headers["cache-control"] == "no-cache"
         assert c.get("/runs/12/samples").text == "<html>app</html>"  # client-side route
         leaked = c.get("/assets/..%2F..%2Fsecret.txt")
         assert "top secret" not in leaked.text

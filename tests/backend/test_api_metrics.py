@@ -72,6 +72,32 @@ def test_downsampling_keeps_spikes(client):
 
 
 @ON_BOTH
+def test_series_without_wall_times_are_the_same_points(client):
+    """wall_times=false (the Compare page on a step axis): the same downsampled points, spikes and the last point
+    kept, only the wall times left out; the default still sends them, one per point."""
+    run = external_run(client)
+    n = 5000
+    values = [math.cos(s / 50) for s in range(n)]
+    values[777], values[3333] = 50.0, -50.0
+    series = [{"key": "loss", "steps": list(range(n)), "values": values,
+               "wall_times": [1.7e9 + 2.0 * s for s in range(n)]}]
+    assert client.post(f"{API}/runs/{run['id']}/metrics", json={"series": series}, headers=auth(run)).status_code == 200
+    for path, params in ((f"{API}/metrics", {"run_id": run["id"], "key": "loss"}),
+                         (f"{API}/runs/{run['id']}/metrics", {"key": "loss"})):
+        full = client.get(path, params={**params, "max_points": 300}).json()["data"][0]
+        lean = client.get(path, params={**params, "max_points": 300, "wall_times": "false"}).json()["data"][0]
+        assert full["downsampled"] and len(full["steps"]) <= 300
+        assert full["wall_times"] == [1.7e9 + 2.0 * s for s in full["steps"]]
+        assert lean["wall_times"] == []
+        assert (lean["steps"], lean["values"], lean["total_points"], lean["downsampled"]) == \
+            (full["steps"], full["values"], full["total_points"], full["downsampled"])
+        assert lean["steps"][lean["values"].index(50.0)] == 777 and lean["steps"][lean["values"].index(-50.0)] == 3333
+        assert lean["steps"][0] == 0 and lean["steps"][-1] == n - 1 and lean["values"][-1] == values[-1]
+    bad = client.get(f"{API}/metrics", params={"run_id": run["id"], "key": "loss", "wall_times": "maybe"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "wall_times"
+
+
+@ON_BOTH
 def test_metrics_export_csv_and_parquet(client):
     run = external_run(client)
     points = [{"key": k, "step": s, "value": s * (i + 1)} for s in range(5) for i, k in enumerate(["a", "b"])]

@@ -4,7 +4,9 @@ measure in headless Chromium the Compare page's first paint of its 10 charts (go
     .venv/bin/python tests/ui/bench_compare.py [--runs 10] [--keys 10] [--steps 100000] [--repeat 5] [--data-dir DIR]
 
 Needs the built UI (scripts/setup_frontend.sh) and /usr/bin/chromium. Prints the metrics API time and the
-time to 10 painted charts (navigation start -> every chart drawn with its points), best and median."""
+time to 10 painted charts (navigation start -> every chart drawn with its points), best and median. The
+figures, before and after each change, with the machine's load: engine/bench/README.md (the Dashboard rows); on a
+shared 2-core machine compare only runs alternated in one sitting (e.g. two builds' frontend/dist swapped)."""
 from __future__ import annotations
 
 import argparse

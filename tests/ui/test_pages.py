@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from tests.ui.conftest import shot
 from tests.ui.seed import step_metrics, step_samples
+from tests.waiting import wait_for
 
 XSS = '<img src=x onerror=alert(1)> and <script>alert(1)</script>'
 
@@ -176,6 +177,41 @@ def test_compare_two_runs_config_diff(page, server):
     page.get_by_label("select cmp-b").check()
     page.get_by_role("button", name="Compare (2)").click()
     expect(page).to_have_url(f"{server.url}/compare?runs={a['id']},{b['id']}")
+    assert not page.errors
+
+
+# each drawn line of a chart: what it draws (meta "run|key") and its x values, dates as epoch seconds
+DRAWN_X = """(chart) => [...document.querySelectorAll(`[data-chart="${chart}"] .js-plotly-plot`)].flatMap((gd) =>
+    (gd.data || []).filter((t) => t.meta).map((t) => ({ meta: t.meta,
+        x: [...t.x].map((v) => (v instanceof Date ? v.getTime() / 1000 : typeof v === "string" ? Date.parse(v) / 1000 : v)) })))"""
+
+
+def test_compare_time_axis_draws_the_wall_times(page, server):
+    """On a step axis the chart query leaves the wall times out (wall_times=false, a third of the payload); switched
+    to time, the page asks again with them and every line's x is the API's wall times."""
+    runs = [seeded_run(server.api, f"wall-{i}", seed=10 + i, steps=6) for i in range(2)]
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/v1/metrics?" in r.url else None)
+    page.goto(f"{server.url}/compare?runs={runs[0]['id']},{runs[1]['id']}")
+    expect(page.locator('[data-chart="score"] .plot[data-ready="true"]')).to_be_visible()
+    assert asked and all("wall_times=false" in u for u in asked), asked
+    step_lines = page.evaluate(DRAWN_X, "score")
+    assert len(step_lines) >= 2 and all(line["x"] == [1, 2, 3, 4, 5, 6] for line in step_lines), step_lines
+
+    page.get_by_label("X axis").select_option("time")
+    expect(page).to_have_url(re.compile(r"[?&]x=time(&|$)"))
+    walls = {}
+    for line in step_lines:  # each drawn series' wall times, as the API has them
+        run_id, key = line["meta"].split("|", 1)
+        walls[line["meta"]] = server.api.get(f"/api/v1/runs/{run_id}/metrics?key={key}")["data"][0]["wall_times"]
+        assert len(walls[line["meta"]]) == 6
+
+    def drawn_as_api():
+        lines = {line["meta"]: line["x"] for line in page.evaluate(DRAWN_X, "score")}
+        return lines.keys() == walls.keys() and all(
+            len(lines[m]) == len(w) and all(abs(a - b) < 1e-3 for a, b in zip(lines[m], w)) for m, w in walls.items())
+    wait_for(drawn_as_api, 30, what="the score chart's x = the API's wall times")
+    assert any("wall_times=false" not in u for u in asked), asked  # the time axis asked with them
     assert not page.errors
 
 

@@ -18,6 +18,15 @@ ingest_router = APIRouter(tags=["metrics"])  # authenticated by the run's ingest
 
 MaxPoints = Annotated[int | None, Query(ge=2, le=100_000, description=(
     "downsample each series to at most this many points, keeping every bucket's min and max"))]
+WallTimes = Annotated[bool, Query(description=(
+    "false: every series' `wall_times` comes back empty (a chart on a step axis has no use for them; they are "
+    "about a third of the response)"))]
+
+
+def _without_walls(data: list) -> list:
+    for s in data:
+        s.wall_times = []
+    return data
 
 
 @ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult,
@@ -44,12 +53,14 @@ def list_run_metrics(session: SessionDep, run_id: int,
                 key: Annotated[list[str] | None, Query(description="keys; default all")] = None,
                 step_min: Annotated[int | None, Query(ge=0)] = None,
                 step_max: Annotated[int | None, Query(ge=0)] = None,
-                max_points: MaxPoints = 1000):
+                max_points: MaxPoints = 1000, wall_times: WallTimes = True):
     """This run's series: one entry per key with steps, values, wall times."""
     get_run_or_404(session, run_id)
     keys = key or metrics.keys(session=session, run_ids=[run_id])
     data = metrics.series(session=session, run_ids=[run_id], key_list=keys, step_min=step_min, step_max=step_max,
                           max_points=max_points)
+    if not wall_times:
+        data = _without_walls(data)
     return MetricSeriesList(data=data, count=len(data))
 
 
@@ -98,7 +109,7 @@ def query_metrics(session: SessionDep,
                                                  "exponential backtracking), is a 422")] = [],  # noqa: B006
                   step_min: Annotated[int | None, Query(ge=0)] = None,
                   step_max: Annotated[int | None, Query(ge=0)] = None,
-                  max_points: MaxPoints = 1000):
+                  max_points: MaxPoints = 1000, wall_times: WallTimes = True):
     """Runs x keys x step range, for charts and comparisons: one request for a whole page of charts."""
     keys = list(key or [])
     if key_pattern:
@@ -113,6 +124,8 @@ def query_metrics(session: SessionDep,
         raise unprocessable(["query", "key"], "key: give at least one key or key_pattern.")
     data = metrics.series(session=session, run_ids=run_id, key_list=list(dict.fromkeys(keys)), step_min=step_min,
                           step_max=step_max, max_points=max_points)
+    if not wall_times:
+        data = _without_walls(data)
     return MetricSeriesList(data=data, count=len(data))
 
 

@@ -5,11 +5,10 @@
  */
 import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
-import * as sdk from "../client/sdk.gen";
 import { downsample, fromApi, groupByKey, mergePoints, type LivePoint, type Series } from "../lib/series";
-import { unwrap } from "./client";
 import { openEventStream } from "./live";
-import { qk } from "./queries";
+import { fetchMetrics, isSingleRun, metricsQueryKey, type MetricsRequest } from "./metricsRequest";
+import { takePrefetched } from "./prefetch";
 
 export type RunSeries = Map<string, Series>;
 
@@ -30,21 +29,21 @@ export type OnRunEvent = (runId: number, kind: string, data: unknown) => void;
 const OTHER_KINDS = ["status", "progress", "logs", "samples", "health"];
 
 /** `keys` (null: every key of the one run) plus, optionally, every key matching one of `keyPatterns`: the
- *  server expands the patterns, so a page of charts needs one request and no list of keys first. */
+ *  server expands the patterns, so a page of charts needs one request and no list of keys first. `wallTimes`
+ *  false: the history comes without wall times (a third of the payload; charts on a step axis): the series'
+ *  `walls` are NaN until live points bring theirs. */
 export function useLiveMetrics(runIds: number[], keys: string[] | null, liveRunIds: number[], maxPoints = 1000,
-  onEvent?: OnRunEvent, keyPatterns: RegExp[] = []): MetricStore {
+  onEvent?: OnRunEvent, keyPatterns: RegExp[] = [], wallTimes = true): MetricStore {
   const onEventRef = useRef(onEvent);
   onEventRef.current = onEvent;
-  const single = runIds.length === 1 && keys === null;
-  const patterns = keyPatterns.map((r) => r.source);
+  const request: MetricsRequest = { runIds, keys, maxPoints, patterns: keyPatterns.map((r) => r.source), wallTimes };
+  const single = isSingleRun(request);
+  const queryKey = metricsQueryKey(request);
   const query = useQuery({
-    queryKey: [...qk.metrics(runIds, keys), maxPoints, patterns],
-    queryFn: () =>
-      single
-        ? unwrap(sdk.listRunMetrics({ path: { run_id: runIds[0] }, query: { max_points: maxPoints } }))
-        : unwrap(sdk.queryMetrics({ query: { run_id: runIds, key: keys ?? [], max_points: maxPoints,
-          ...(patterns.length ? { key_pattern: patterns } : {}) } })),
-    enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0 || patterns.length > 0),
+    queryKey,
+    // sent before React booted, when the page's prefetcher could (pages/compare/prefetch.ts)
+    queryFn: () => takePrefetched<Awaited<ReturnType<typeof fetchMetrics>>>(queryKey) ?? fetchMetrics(request),
+    enabled: runIds.length > 0 && (keys === null ? single : keys.length > 0 || request.patterns.length > 0),
     staleTime: Infinity,
     refetchOnWindowFocus: false,
   });

@@ -11,31 +11,13 @@ import type {
 import type { HydraValue } from "../lib/hydraValue";
 import type { GrammarRead } from "../lib/schemaForm";
 import { unwrap } from "./client";
+import { qk } from "./keys";
+import { takePrefetched } from "./prefetch";
 
 /** A generated query type with `null` left out of each value (the pages leave a filter out rather than null it). */
 type Unset<T> = { [K in keyof T]: Exclude<T[K], null> };
 
-export const qk = {
-  allRuns: ["runs"] as const,
-  runs: (filters: object) => ["runs", filters] as const,
-  run: (id: number) => ["run", id] as const,
-  runQueue: (id: number) => ["run-queue", id] as const,
-  experiments: ["experiments"] as const,
-  schema: ["config-schema"] as const,
-  presets: ["presets"] as const,
-  metrics: (runIds: number[], keys: string[] | null) => ["metrics", runIds, keys] as const,
-  metricKeys: (runIds: number[]) => ["metric-keys", runIds] as const,
-  sampleSteps: (runId: number) => ["sample-steps", runId] as const,
-  runTools: (runId: number) => ["run-tools", runId] as const,
-  samples: (runId: number, params: object) => ["samples", runId, params] as const,
-  samplesOf: (runId: number) => ["samples", runId] as const,
-  sampleRowsOf: (runId: number) => ["sample-rows", runId] as const,
-  sampleRows: (runId: number, params: object) => ["sample-rows", runId, params] as const,
-  overlaps: (runId: number, params: object) => ["sample-overlaps", runId, params] as const,
-  logs: (runId: number) => ["logs", runId] as const,
-  runsColumns: (runIds: number[]) => ["runs-columns", runIds] as const,
-  health: (runId: number) => ["health", runId] as const,
-};
+export { qk };
 
 /** A run in one of these may still change: live streams, polling, Cancel instead of Resume. */
 export const ACTIVE_STATUSES: readonly RunStatus[] = ["queued", "starting", "running"];
@@ -152,7 +134,8 @@ export function useSamples(runId: number | null, params: SampleQuery, enabled = 
 /** Several runs by id (Compare): each shares the cache entry of `useRun`. */
 export function useRunsById(ids: number[]) {
   return useQueries({
-    queries: ids.map((id) => ({ queryKey: qk.run(id), queryFn: () => unwrap(sdk.getRun({ path: { run_id: id } })) })),
+    queries: ids.map((id) => ({ queryKey: qk.run(id),
+      queryFn: () => takePrefetched<RunPublic>(qk.run(id)) ?? unwrap(sdk.getRun({ path: { run_id: id } })) })),
   });
 }
 

@@ -3699,6 +3699,12 @@ export type ListRunMetricsData = {
          * downsample each series to at most this many points, keeping every bucket's min and max
          */
         max_points?: number | null;
+        /**
+         * Wall Times
+         *
+         * false: every series' `wall_times` comes back empty (a chart on a step axis has no use for them; they are about a third of the response)
+         */
+        wall_times?: boolean;
     };
     url: '/api/v1/runs/{run_id}/metrics';
 };
@@ -3971,6 +3977,12 @@ export type QueryMetricsData = {
          * downsample each series to at most this many points, keeping every bucket's min and max
          */
         max_points?: number | null;
+        /**
+         * Wall Times
+         *
+         * false: every series' `wall_times` comes back empty (a chart on a step axis has no use for them; they are about a third of the response)
+         */
+        wall_times?: boolean;
     };
     url: '/api/v1/metrics';
 };

@@ -1,20 +1,13 @@
 /** Smoothing, x axis and log-y, kept in the URL so a view is a shareable link. */
 import { useSearchParams } from "react-router-dom";
+import { chartOptionsOf, type ChartOptions } from "../lib/chartOptions";
 import { URL_CONTROL } from "../lib/urlControl";
 
-export interface ChartOptions {
-  smoothing: number;
-  xAxis: "step" | "time";
-  logY: boolean;
-}
+export { chartOptionsOf, type ChartOptions };
 
 export function useChartOptions(): [ChartOptions, (o: Partial<ChartOptions>) => void] {
   const [params, setParams] = useSearchParams();
-  const options: ChartOptions = {
-    smoothing: Math.min(0.99, Math.max(0, Number(params.get("smooth") ?? 0) || 0)),
-    xAxis: params.get("x") === "time" ? "time" : "step",
-    logY: params.get("logy") === "1",
-  };
+  const options = chartOptionsOf(params);
   const set = (o: Partial<ChartOptions>) => {
     setParams((prev) => {
       const next = new URLSearchParams(prev);

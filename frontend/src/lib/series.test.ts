@@ -2,6 +2,15 @@ import { describe, expect, it } from "vitest";
 import { best, downsample, fromApi, groupByKey, lastFinite, mergePoints, minMaxIndices, toNumber } from "./series";
 
 describe("series", () => {
+  it("keeps one wall per step when the API left them out (wall_times=false), so live points append aligned", () => {
+    const s = fromApi({ steps: [1, 2, 3], values: [1, 2, 3], wall_times: [] });
+    expect(s.walls).toHaveLength(3);
+    expect(s.walls.every(Number.isNaN)).toBe(true);
+    mergePoints(s, [[4, 4, 104]]);
+    expect(s.walls).toHaveLength(4);
+    expect(s.walls[3]).toBe(104);
+  });
+
   it("reads the API's non-finite encodings", () => {
     expect(toNumber("NaN")).toBeNaN();
     expect(toNumber(null)).toBeNaN();

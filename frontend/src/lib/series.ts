@@ -27,8 +27,10 @@ export function emptySeries(): Series {
   return { steps: [], values: [], walls: [] };
 }
 
+/** A series from the API; asked for without wall times (`wall_times=false`), its walls are NaN, one per step. */
 export function fromApi(s: { steps: number[]; values: ApiValue[]; wall_times: number[] }): Series {
-  return { steps: s.steps.slice(), values: s.values.map(toNumber), walls: s.wall_times.slice() };
+  const walls = s.wall_times.length === s.steps.length ? s.wall_times.slice() : s.steps.map(() => NaN);
+  return { steps: s.steps.slice(), values: s.values.map(toNumber), walls };
 }
 
 /**

@@ -1,5 +1,5 @@
 /** Compare: overlay charts of the selected runs, the config keys that differ, final/best metrics. */
-import { useMemo, useState } from "react";
+import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router-dom";
 import { useLiveMetrics } from "../../api/liveMetrics";
 import { isActive, useRuns, useRunsById } from "../../api/queries";
@@ -10,16 +10,13 @@ import { PageTitle } from "../../components/Layout";
 import { MetricCharts } from "../../components/MetricCharts";
 import { Empty, ErrorBox, Loading } from "../../components/States";
 import { PALETTE } from "../../components/useTheme";
-import { pointsForGrid } from "../../lib/chartLayout";
-import { chartQuery, COMPARE_CHARTS } from "../../lib/charts";
+import { COMPARE_CHARTS } from "../../lib/charts";
 import { diffConfigs, formatJson } from "../../lib/configDiff";
 import { fmtNum } from "../../lib/format";
 import { best, lastFinite } from "../../lib/series";
 import { isAsyncConfig, loggedOffPolicy, withStaleness } from "../../lib/staleness";
 import { URL_CONTROL } from "../../lib/urlControl";
-
-// the staleness keys are always asked for (absent for most runs); the chart is drawn when one of the runs is async
-const COMPARE_QUERY = chartQuery(withStaleness(COMPARE_CHARTS, true));
+import { COMPARE_QUERY, compareMaxPoints, compareMetricsRequest, compareRunIds } from "./prefetch";
 
 /** Rows of the final/best table, in the order a reader looks: held-out score, training reward, KL, entropy, length,
  *  then the losses and speed; staleness (asynchronous runs only) last. `best`: which direction is better, null
@@ -52,7 +49,7 @@ function summaryRows(keys: string[], offPolicy: boolean) {
 
 export function ComparePage() {
   const [params, setParams] = useSearchParams();
-  const ids = useMemo(() => (params.get("runs") ?? "").split(",").map(Number).filter((n) => Number.isFinite(n) && n > 0), [params]);
+  const ids = useMemo(() => compareRunIds(params), [params]);
   const setIds = (next: number[]) => setParams((prev) => {
     const p = new URLSearchParams(prev);
     if (next.length) p.set("runs", next.join(","));
@@ -63,17 +60,26 @@ export function ComparePage() {
   const runQueries = useRunsById(ids);
   const runs = runQueries.map((q) => q.data).filter((r): r is RunPublic => !!r);
   const liveIds = runs.filter((r) => isActive(r.status)).map((r) => r.id);
-  // one request for every chart, sent at once (the server expands the key patterns): no list of keys first
-  // about a point per pixel of a chart's width (main is at most 1600 px wide, 1.2rem padded): no more than it can show
-  const [maxPoints] = useState(() => pointsForGrid(Math.min(window.innerWidth, 1600) - 34));
-  const store = useLiveMetrics(ids, COMPARE_QUERY.keys, liveIds, maxPoints, undefined, COMPARE_QUERY.patterns);
+  // one request for every chart, sent at once (the server expands the key patterns): no list of keys first;
+  // about a point per pixel of a chart's width; wall times only for a time axis. The same request as the one
+  // main.tsx sent before React booted (./prefetch.ts), which the query then takes.
+  const [maxPoints] = useState(compareMaxPoints);
+  const request = compareMetricsRequest(ids, maxPoints, options.xAxis);
+  const store = useLiveMetrics(ids, request.keys, liveIds, maxPoints, undefined, COMPARE_QUERY.patterns, request.wallTimes);
   const wanted = useMemo(() => {
     const keys = new Set<string>();
     for (const run of store.byRun.values()) for (const k of run.keys()) keys.add(k);
     return [...keys];
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [store.version, store.epoch]);
-  const configDiff = useMemo(() => diffConfigs(runs.map((r) => r.resolved_config)), [runs]);
+  // `runs` is a new array on every render (and the page renders on every chart update): diff again only when a
+  // run's config object changed (~60 ms a load in a CPU profile, diffing the same configs again)
+  const configs = runs.map((r) => r.resolved_config);
+  const diffed = useRef<{ configs: unknown[]; rows: ReturnType<typeof diffConfigs> } | null>(null);
+  if (!diffed.current || diffed.current.configs.length !== configs.length || diffed.current.configs.some((c, i) => c !== configs[i])) {
+    diffed.current = { configs, rows: diffConfigs(configs) };
+  }
+  const configDiff = diffed.current.rows;
   const runRefs = runs.map((r) => ({ id: r.id, name: r.name || `run ${r.id}` }));
   // an async run among them (or one that trained off-policy): the staleness chart beside the others
   const offPolicy = runs.some((r) => isAsyncConfig(r.resolved_config as Record<string, unknown> | undefined))
