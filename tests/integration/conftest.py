@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture(scope="session")
 def tiny_model(tiny_dir) -> str:
     """The session's tiny model folder (tests/conftest.py's tiny_dir) as the string an engine override takes."""

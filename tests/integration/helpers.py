@@ -22,7 +22,7 @@ def engine_env() -> dict:
 
 
 def run_engine(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.main_ppo", *args], cwd=cwd, env=engine_env() | (env or {}),
+    return subprocess.run([sys.executable, "-m", "engine.main_ppo", *args], check=False, cwd=cwd, env=engine_env() | (env or {}),
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -34,5 +34,6 @@ def record(step: int, trainer=None) -> None:
 
 def phases(path, step: int) -> list[str]:
     """The phases recorded for `step`, in order."""
-    lines = [line.split(" ", 1) for line in open(path, encoding="utf-8").read().splitlines() if line.strip()]
+    with open(path, encoding="utf-8") as f:
+        lines = [line.split(" ", 1) for line in f.read().splitlines() if line.strip()]
     return [phase for at, phase in lines if int(at) == step]

@@ -241,9 +241,9 @@ def test_bypass_mode_takes_the_rollouts_log_probs_as_the_old_ones(tiny_model, ar
 def test_through_ray_one_worker_strict_async_equals_the_in_process_sync_run(tiny_model, arith_data, tmp_path):
     import json
 
-    from tests.integration.helpers import run_engine
-
     import torch
+
+    from tests.integration.helpers import run_engine
 
     sync = _sync_run(tiny_model, arith_data, tmp_path / "sync")
     out = tmp_path / "ray"

@@ -18,7 +18,7 @@ def run_bench(tmp_path, *args) -> list[dict]:
     env = engine_env()
     env["RLSTUDIO_CACHE"] = str(tmp_path / "cache")
     proc = subprocess.run([sys.executable, "-m", "engine.bench", "--tiny", "--warmup", "0", "--steps", "1", *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                          check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
@@ -94,7 +94,7 @@ def run_bench_workload(tmp_path, workload, *args) -> list[dict]:
     env = engine_env()
     env["RLSTUDIO_CACHE"] = str(tmp_path / "cache")
     proc = subprocess.run([sys.executable, "-m", "engine.bench", "--workload", workload, "--warmup", "0",
-                           "--steps", "1", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                           "--steps", "1", *args], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 

@@ -49,7 +49,7 @@ def test_a_runtime_env_entry_reaches_the_workers():
             "ray_kwargs.ray_init.runtime_env.py_executable=null",  # asks for nothing
             "ray_kwargs.ray_init.runtime_env.env_vars.RLSTUDIO_PROBE=bar",
             "ray_kwargs.ray_init.runtime_env.env_vars.TRANSFORMERS_VERBOSITY=info"]  # one of rlstudio's own
-    result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=REPO, env=engine_env(), capture_output=True,
+    result = subprocess.run([sys.executable, "-c", PROBE, *args], check=False, cwd=REPO, env=engine_env(), capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
