@@ -5,8 +5,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 from tests.ray_leftovers import leftovers, remove
+from tests.waiting import alive, wait_for
+
+
+def wait_named(process: subprocess.Popen, path) -> None:
+    """Until the process's command line names `path`: between fork and exec it still shows its parent's."""
+    def named() -> bool:
+        alive(process)
+        with open(f"/proc/{process.pid}/cmdline", "rb") as f:
+            return str(path).encode() in f.read()
+
+    wait_for(named, 60, 0.05, f"process {process.pid} to name {path}")
 
 
 def test_leftovers_nothing_uses_are_removed_the_rest_stay(tmp_path):
@@ -25,6 +37,7 @@ def test_leftovers_nothing_uses_are_removed_the_rest_stay(tmp_path):
     busy.mkdir()
     sleeper = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(600)", str(busy)])
     try:
+        wait_named(sleeper, busy)
         assert leftovers(tmp_path) == {old, mine, link, busy}
         assert sorted(remove(leftovers(tmp_path))) == sorted([old, link])
         assert not old.exists() and not link.is_symlink() and mine.is_dir() and busy.is_dir()
@@ -41,9 +54,18 @@ def test_a_session_whose_ray_processes_are_still_ending_is_waited_for(tmp_path):
                           check=True)
     session = tmp_path / "ray" / f"session_2026-12-07_05-00-00_000001_{int(dead.stdout)}"
     session.mkdir(parents=True)
-    ending = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(1)", str(session)])
+    # it ends when the test closes its stdin, not after a time
+    ending = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", str(session)],
+                              stdin=subprocess.PIPE)
     try:
-        assert remove({session}, grace=120) == [session] and not session.exists()  # 120: a hang guard
+        wait_named(ending, session)
+        assert remove({session}) == [] and session.exists()  # no grace: still named, so it stays
+        went = []
+        waiter = threading.Thread(target=lambda: went.extend(remove({session}, grace=120)))  # 120: a hang guard
+        waiter.start()
+        ending.stdin.close()
+        waiter.join()
+        assert went == [session] and not session.exists()
         assert ending.poll() is not None  # it went only after the process naming it had ended
     finally:
         ending.kill()
