@@ -44,20 +44,16 @@ case ${1:-} in
     echo "[device_real] model and data ready in $((SECONDS - t0)) s"
     mkdir -p $runs; date +%s > $runs/t0
     # GRPO: verl's GRPO example keys (n = 5, KL as a loss, no KL in the reward), the seed's batch halved
-    launch grpo algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=5 data.train_batch_size=128 \
-      actor_rollout_ref.actor.ppo_mini_batch_size=32 actor_rollout_ref.actor.use_kl_loss=True \
-      actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl \
-      actor_rollout_ref.actor.entropy_coeff=0 algorithm.use_kl_in_reward=False \
-      actor_rollout_ref.actor.optim.lr=${GRPO_LR:-2e-6}
+    grpo=(algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=5 data.train_batch_size=128
+      actor_rollout_ref.actor.ppo_mini_batch_size=32 actor_rollout_ref.actor.use_kl_loss=True
+      actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl
+      actor_rollout_ref.actor.entropy_coeff=0 algorithm.use_kl_in_reward=False)
+    launch grpo "${grpo[@]}" actor_rollout_ref.actor.optim.lr=${GRPO_LR:-2e-6}
     # PPO: the seed's command as written (GAE + critic, rollout.n = 1); REAL_RUNS=grpo leaves it out (a short call)
     [[ ${REAL_RUNS:-grpo ppo} == *ppo* ]] && launch ppo actor_rollout_ref.actor.optim.lr=${PPO_LR:-2e-6}
     # LoRA (rank 32, all linear layers) on the GRPO keys above; an adapter takes a larger step than full weights
-    [[ ${REAL_RUNS:-grpo ppo} == *lora* ]] && launch grpo-lora algorithm.adv_estimator=grpo \
-      actor_rollout_ref.rollout.n=5 data.train_batch_size=128 actor_rollout_ref.actor.ppo_mini_batch_size=32 \
-      actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.001 \
-      actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.actor.entropy_coeff=0 \
-      algorithm.use_kl_in_reward=False actor_rollout_ref.model.lora_rank=32 actor_rollout_ref.model.lora_alpha=32 \
-      actor_rollout_ref.actor.optim.lr=${LORA_LR:-3e-5}
+    [[ ${REAL_RUNS:-grpo ppo} == *lora* ]] && launch grpo-lora "${grpo[@]}" actor_rollout_ref.model.lora_rank=32 \
+      actor_rollout_ref.model.lora_alpha=32 actor_rollout_ref.actor.optim.lr=${LORA_LR:-3e-5}
     true ;;
   poll)
     limit=${2:-500}; t=$SECONDS
