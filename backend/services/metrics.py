@@ -158,14 +158,21 @@ def downsample_indices(values: np.ndarray, max_points: int) -> np.ndarray:
 
 
 def series(*, session: Session, run_ids: list[int], key_list: list[str], step_min: int | None = None,
-           step_max: int | None = None, max_points: int | None = None) -> list[MetricSeries]:
+           step_max: int | None = None, max_points: int | None = None, wall_times: bool = True) -> list[MetricSeries]:
+    """`wall_times=False`: each series' wall_times empty (a chart on a step axis has no use for them)."""
     if not run_ids or not key_list:
         return []
     if max_points and metric_buckets.in_use(session):
         if step_min is None and step_max is None:
-            return _series_buckets(session, run_ids, key_list, max_points)
-        return _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points)
-    return _series_numpy(session, run_ids, key_list, step_min, step_max, max_points)
+            out = _series_buckets(session, run_ids, key_list, max_points)
+        else:
+            out = _series_sqlite(session, run_ids, key_list, step_min, step_max, max_points)
+    else:
+        out = _series_numpy(session, run_ids, key_list, step_min, step_max, max_points)
+    if not wall_times:
+        for s in out:
+            s.wall_times = []
+    return out
 
 
 def _step_range(stmt, step_min, step_max):

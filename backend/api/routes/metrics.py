@@ -23,12 +23,6 @@ WallTimes = Annotated[bool, Query(description=(
     "about a third of the response)"))]
 
 
-def _without_walls(data: list) -> list:
-    for s in data:
-        s.wall_times = []
-    return data
-
-
 @ingest_router.post("/runs/{run_id}/metrics", response_model=IngestResult,
                     responses={413: {"model": ErrorMessage,
                                      "description": "more points than RLSTUDIO_MAX_METRIC_POINTS_PER_REQUEST "
@@ -58,9 +52,7 @@ def list_run_metrics(session: SessionDep, run_id: int,
     get_run_or_404(session, run_id)
     keys = key or metrics.keys(session=session, run_ids=[run_id])
     data = metrics.series(session=session, run_ids=[run_id], key_list=keys, step_min=step_min, step_max=step_max,
-                          max_points=max_points)
-    if not wall_times:
-        data = _without_walls(data)
+                          max_points=max_points, wall_times=wall_times)
     return MetricSeriesList(data=data, count=len(data))
 
 
@@ -123,9 +115,7 @@ def query_metrics(session: SessionDep,
     if not keys and not key_pattern:
         raise unprocessable(["query", "key"], "key: give at least one key or key_pattern.")
     data = metrics.series(session=session, run_ids=run_id, key_list=list(dict.fromkeys(keys)), step_min=step_min,
-                          step_max=step_max, max_points=max_points)
-    if not wall_times:
-        data = _without_walls(data)
+                          step_max=step_max, max_points=max_points, wall_times=wall_times)
     return MetricSeriesList(data=data, count=len(data))
 
 
