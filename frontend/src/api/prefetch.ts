@@ -1,7 +1,8 @@
 /**
- * Requests sent before React boots. main.tsx imports the page's prefetcher first, so its requests leave while the
- * rest of the bundle runs and the first render happens (on the Compare page that was ~0.5 s of boot before the
- * chart query was sent); the query that would send the same request takes the promise instead, once.
+ * Requests sent before React boots. src/prefetchNow.ts, a chunk index.html loads first, runs the page's prefetcher,
+ * so its requests leave while the rest of the bundle runs and the first render happens (on the Compare page that
+ * was ~0.5 s of boot before the chart query was sent); the query that would send the same request takes the
+ * promise instead, once.
  */
 const pending = new Map<string, { at: number; promise: Promise<unknown> }>();
 

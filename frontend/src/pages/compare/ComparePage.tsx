@@ -62,7 +62,7 @@ export function ComparePage() {
   const liveIds = runs.filter((r) => isActive(r.status)).map((r) => r.id);
   // one request for every chart, sent at once (the server expands the key patterns): no list of keys first;
   // about a point per pixel of a chart's width; wall times only for a time axis. The same request as the one
-  // main.tsx sent before React booted (./prefetch.ts), which the query then takes.
+  // src/prefetchNow.ts sent before React booted (./prefetch.ts), which the query then takes.
   const [maxPoints] = useState(compareMaxPoints);
   const request = compareMetricsRequest(ids, maxPoints, options.xAxis);
   const store = useLiveMetrics(ids, request.keys, liveIds, maxPoints, undefined, COMPARE_QUERY.patterns, request.wallTimes);

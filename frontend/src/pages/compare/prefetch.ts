@@ -1,6 +1,6 @@
 /**
- * What the Compare page asks the server for, derived from the URL and the window alone, so that main.tsx can
- * send it before React boots (api/prefetch.ts): the runs and the one chart query.
+ * What the Compare page asks the server for, derived from the URL and the window alone, so that
+ * src/prefetchNow.ts can send it before React boots (api/prefetch.ts): the runs and the one chart query.
  */
 import * as sdk from "../../client/sdk.gen";
 import { unwrap } from "../../api/client";
